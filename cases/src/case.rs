@@ -1,0 +1,164 @@
+use std::{
+    collections::BTreeMap,
+    panic::{catch_unwind, AssertUnwindSafe},
+    sync::Arc,
+    time::Instant,
+};
+
+use gnomon_reports::{CaseId, CaseRecord, Metric, Status};
+
+/// Why a case did not pass. `Ok(())` from a body means it passed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Failed(String),
+    /// A precondition failed before the subject ran.
+    Blocked(String),
+    /// A requirement is absent.
+    Skipped(String),
+}
+
+/// What a case body may record while it runs.
+#[derive(Debug, Default)]
+pub struct Ctx {
+    metrics: BTreeMap<String, Metric>,
+}
+
+impl Ctx {
+    pub fn metric(&mut self, name: &str, value: f64, unit: &str) {
+        self.metrics.insert(name.into(), Metric::new(value, unit));
+    }
+}
+
+pub type CaseBody = Arc<dyn Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync>;
+
+/// What a case needs from the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    Nothing,
+    /// At least this many CUDA devices.
+    Gpus(u32),
+}
+
+/// Where a case runs. GPU cases run each in a child process, so a crash, a sticky CUDA
+/// error or a hang fails that case alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    InProcess,
+    ChildProcess,
+}
+
+/// What the machine offers, as the runner's preflight found it.
+#[derive(Clone, Debug, Default)]
+pub struct Facilities {
+    pub gpus: u32,
+    /// Why there are no GPUs, when there are none.
+    pub gpu_unavailable: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Case {
+    pub id: CaseId,
+    pub parameters: BTreeMap<String, String>,
+    pub claims: Vec<&'static str>,
+    pub requires: Requirement,
+    pub isolation: Isolation,
+    body: CaseBody,
+}
+
+impl Case {
+    /// A case that needs nothing and runs in the runner's process.
+    pub fn cpu(
+        id: &str,
+        claim: &'static str,
+        body: impl Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            id: CaseId::new(id),
+            parameters: BTreeMap::new(),
+            claims: vec![claim],
+            requires: Requirement::Nothing,
+            isolation: Isolation::InProcess,
+            body: Arc::new(body),
+        }
+    }
+
+    pub fn requiring(mut self, requires: Requirement) -> Self {
+        self.requires = requires;
+        self
+    }
+
+    pub fn isolated(mut self) -> Self {
+        self.isolation = Isolation::ChildProcess;
+        self
+    }
+
+    pub fn with_claims(mut self, claims: &[&'static str]) -> Self {
+        self.claims = claims.to_vec();
+        self
+    }
+
+    pub fn with_parameter(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.parameters.insert(name.into(), value.into());
+        self
+    }
+
+    /// Why this case cannot run here, if it cannot.
+    pub fn unmet(&self, facilities: &Facilities) -> Option<String> {
+        match self.requires {
+            Requirement::Nothing => None,
+            Requirement::Gpus(n) if facilities.gpus >= n => None,
+            Requirement::Gpus(n) => Some(match (&facilities.gpu_unavailable, n) {
+                (Some(reason), _) => format!("needs a CUDA GPU: {reason}"),
+                (None, 1) => "needs a CUDA GPU".to_owned(),
+                (None, n) => format!("needs {n} CUDA GPUs, {} present", facilities.gpus),
+            }),
+        }
+    }
+
+    /// Runs the body here, catching panics, and returns its record.
+    pub fn execute(&self) -> CaseRecord {
+        let started = Instant::now();
+        let mut ctx = Ctx::default();
+        let result =
+            catch_unwind(AssertUnwindSafe(|| (self.body)(&mut ctx))).unwrap_or_else(|panic| {
+                Err(Verdict::Failed(format!(
+                    "panicked: {}",
+                    panic_message(&panic)
+                )))
+            });
+        let (status, reason) = match result {
+            Ok(()) => (Status::Passed, None),
+            Err(Verdict::Failed(r)) => (Status::Failed, Some(r)),
+            Err(Verdict::Blocked(r)) => (Status::Blocked, Some(r)),
+            Err(Verdict::Skipped(r)) => (Status::Skipped, Some(r)),
+        };
+        let mut record = self.record(status, reason);
+        record.duration_s = started.elapsed().as_secs_f64();
+        record.metrics = ctx.metrics;
+        record
+    }
+
+    /// A record of this case with the given outcome and nothing measured.
+    pub fn record(&self, status: Status, reason: Option<String>) -> CaseRecord {
+        CaseRecord {
+            id: self.id.clone(),
+            family: self.id.family().to_owned(),
+            parameters: self.parameters.clone(),
+            status,
+            reason,
+            attempts: 1,
+            duration_s: 0.0,
+            metrics: BTreeMap::new(),
+            claims: self.claims.iter().map(|c| c.to_string()).collect(),
+            stderr: None,
+        }
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}

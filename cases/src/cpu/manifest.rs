@@ -1,0 +1,539 @@
+//! `cpu/manifest/`: every validation rule, each with a core that breaks it and the specific
+//! error it must be refused with; plus the cores that must be accepted.
+
+use std::{fs, os::unix::fs::symlink, path::Path};
+
+use gnomon_core::{
+    errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
+    format::{Core, Edge, NodeOp, PointerParam, Shard, MANIFEST_FILE, MAX_MANIFEST_BYTES},
+};
+use gnomon_fixtures::{
+    golden,
+    sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE},
+};
+
+use crate::{accepted, ensure, refused, Case, Verdict};
+
+const CLAIM: &str = "manifest-validation";
+
+/// A core that breaks one rule: how to break it, and the error it must be refused with.
+pub struct Corruption {
+    pub slug: &'static str,
+    corrupt: fn(&mut CoreDraft),
+    on_disk: fn(&Path),
+    expected: fn(&CoreError) -> bool,
+}
+
+macro_rules! invalid {
+    ($($pattern:tt)+) => {
+        |e: &CoreError| matches!(e, CoreError::Invalid(V::$($pattern)+))
+    };
+}
+
+fn row(
+    slug: &'static str,
+    corrupt: fn(&mut CoreDraft),
+    expected: fn(&CoreError) -> bool,
+) -> Corruption {
+    Corruption {
+        slug,
+        corrupt,
+        on_disk: |_| {},
+        expected,
+    }
+}
+
+fn on_disk(slug: &'static str, on_disk: fn(&Path), expected: fn(&CoreError) -> bool) -> Corruption {
+    Corruption {
+        slug,
+        corrupt: |_| {},
+        on_disk,
+        expected,
+    }
+}
+
+impl Corruption {
+    /// Writes the sample core with this corruption under `root/core` and opens it.
+    pub fn open(&self, root: &Path) -> Result<Core, CoreError> {
+        let mut draft = CoreDraft::sample();
+        (self.corrupt)(&mut draft);
+        let dir = root.join("core");
+        draft.write(&dir)?;
+        (self.on_disk)(&dir);
+        Core::open(&dir)
+    }
+}
+
+/// Every corruption, one per rule and variant.
+pub fn corruptions() -> Vec<Corruption> {
+    vec![
+        row(
+            "unknown-version",
+            |d| d.manifest.format.version = 99,
+            invalid!(UnsupportedVersion { found: 99, .. }),
+        ),
+        row(
+            "wrong-format-name",
+            |d| d.manifest.format.name = "onnx".into(),
+            invalid!(FormatName { .. }),
+        ),
+        on_disk("unknown-field", add_unknown_field, |e| {
+            matches!(e, CoreError::Parse { .. })
+        }),
+        row(
+            "granularity-not-power-of-two",
+            |d| d.manifest.arena.granularity = 3000,
+            invalid!(ShardCap(ShardPlanError::Granularity { .. })),
+        ),
+        row(
+            "cap-zero",
+            |d| d.manifest.arena.shard_cap = 0,
+            invalid!(ShardCap(ShardPlanError::CapZero)),
+        ),
+        row(
+            "cap-below-granularity",
+            |d| d.manifest.arena.shard_cap = 1024,
+            invalid!(ShardCap(ShardPlanError::CapBelowGranularity { .. })),
+        ),
+        row(
+            "cap-not-multiple-of-granularity",
+            |d| d.manifest.arena.shard_cap = CAP + 1024,
+            invalid!(ShardCap(ShardPlanError::CapNotMultiple { .. })),
+        ),
+        row(
+            "base-misaligned",
+            |d| d.manifest.arena.base = BASE + 512,
+            invalid!(BaseMisaligned { .. }),
+        ),
+        row(
+            "arena-size-unreal",
+            |d| d.manifest.arena.size = 1 << 50,
+            invalid!(ArenaSize { .. }),
+        ),
+        row(
+            "arena-past-address-space",
+            |d| d.manifest.arena.base = u64::MAX & !(GRANULARITY - 1),
+            invalid!(ArenaOverflow { .. }),
+        ),
+        row(
+            "shard-index-out-of-order",
+            |d| d.manifest.shards[1].index = 5,
+            invalid!(ShardIndex {
+                position: 1,
+                index: 5
+            }),
+        ),
+        row(
+            "shard-empty",
+            |d| d.manifest.shards[1].size = 0,
+            invalid!(ShardEmpty { index: 1, .. }),
+        ),
+        row(
+            "shard-over-cap",
+            |d| d.manifest.shards[0].size = CAP + GRANULARITY,
+            invalid!(ShardOverCap { index: 0, .. }),
+        ),
+        row(
+            "shard-misaligned",
+            |d| d.manifest.shards[1].offset = CAP + 16,
+            invalid!(ShardMisaligned { index: 1, .. }),
+        ),
+        row(
+            "shards-overlap",
+            |d| d.manifest.shards[1].offset = GRANULARITY,
+            invalid!(ShardOverlap { index: 1, .. }),
+        ),
+        row(
+            "shards-gap",
+            shards_gap,
+            invalid!(ShardGap { index: 1, .. }),
+        ),
+        row(
+            "shard-missing",
+            |d| drop(d.manifest.shards.pop()),
+            invalid!(MissingShard { covered: CAP, .. }),
+        ),
+        row(
+            "shard-extra",
+            extra_shard,
+            invalid!(ExtraShard { index: 2, .. }),
+        ),
+        row(
+            "buffer-duplicate",
+            |d| d.manifest.buffers[1].name = "x".into(),
+            invalid!(Duplicate { kind: "buffer", .. }),
+        ),
+        row(
+            "buffer-outside-arena",
+            |d| d.manifest.buffers[3].offset = ARENA,
+            invalid!(BufferOutsideArena { .. }),
+        ),
+        row(
+            "buffers-overlap",
+            |d| d.manifest.buffers[1].offset = GRANULARITY / 2,
+            invalid!(BuffersOverlap { .. }),
+        ),
+        row(
+            "module-duplicate",
+            |d| d.manifest.modules.push(d.manifest.modules[0].clone()),
+            invalid!(Duplicate { kind: "module", .. }),
+        ),
+        row(
+            "param-layout-overlap",
+            |d| d.manifest.modules[0].functions[0].params[1].offset = 2,
+            invalid!(ParamLayout { param: 1, .. }),
+        ),
+        row(
+            "template-duplicate",
+            |d| d.manifest.templates.push(d.manifest.templates[0].clone()),
+            invalid!(Duplicate {
+                kind: "template",
+                ..
+            }),
+        ),
+        row(
+            "node-duplicate",
+            |d| d.manifest.templates[0].nodes[1].id = "n0".into(),
+            invalid!(Duplicate { kind: "node", .. }),
+        ),
+        row(
+            "node-unknown-module",
+            |d| d.kernel_mut().module = "m9".into(),
+            invalid!(UnknownModule { .. }),
+        ),
+        row(
+            "node-unknown-function",
+            |d| d.kernel_mut().function = "gemm".into(),
+            invalid!(UnknownFunction { .. }),
+        ),
+        row(
+            "param-bytes-short",
+            |d| d.kernel_mut().params.truncate(24),
+            invalid!(ParamBytes {
+                expected: 28,
+                found: 24,
+                ..
+            }),
+        ),
+        row(
+            "param-bytes-long",
+            |d| d.kernel_mut().params.push(0),
+            invalid!(ParamBytes {
+                expected: 28,
+                found: 29,
+                ..
+            }),
+        ),
+        row(
+            "pointer-param-index",
+            |d| d.kernel_mut().pointers.push(pointer(7)),
+            invalid!(PointerParamIndex { param: 7, .. }),
+        ),
+        row(
+            "pointer-param-not-pointer-sized",
+            |d| d.kernel_mut().pointers.push(pointer(0)),
+            invalid!(PointerParamSize {
+                param: 0,
+                size: 4,
+                ..
+            }),
+        ),
+        row(
+            "pointer-outside-buffers",
+            |d| set_y_pointer(d, BASE + ARENA + 64),
+            invalid!(DanglingPointer { param: 2, .. }),
+        ),
+        row(
+            "pointer-below-arena",
+            |d| set_y_pointer(d, BASE - 8),
+            invalid!(DanglingPointer { param: 2, .. }),
+        ),
+        row(
+            "memset-unknown-buffer",
+            |d| memset_target(d, "nope"),
+            invalid!(UnknownBuffer { .. }),
+        ),
+        row(
+            "memset-element-size",
+            |d| memset_element(d, 3),
+            invalid!(MemsetElement {
+                element_size: 3,
+                ..
+            }),
+        ),
+        row(
+            "memcpy-past-buffer",
+            |d| memcpy_bytes(d, GRANULARITY + 1),
+            invalid!(BufferRange { .. }),
+        ),
+        row(
+            "edge-unknown-node",
+            |d| add_edge(d, "n0", "n9"),
+            invalid!(UnknownEdgeNode { .. }),
+        ),
+        row(
+            "edges-cyclic",
+            |d| add_edge(d, "n3", "n1"),
+            invalid!(Cycle { .. }),
+        ),
+        row(
+            "capture-order-incomplete",
+            |d| drop(d.manifest.templates[0].capture_order.pop()),
+            invalid!(CaptureOrder { .. }),
+        ),
+        row(
+            "capture-order-repeats",
+            |d| d.manifest.templates[0].capture_order[3] = "n0".into(),
+            invalid!(CaptureOrder { .. }),
+        ),
+        row(
+            "flags-unsupported",
+            |d| d.manifest.templates[0].flags.explicit = Some(2),
+            invalid!(Flags {
+                source: FlagsError::UnsupportedBit { bit: 2, .. },
+                ..
+            }),
+        ),
+        row(
+            "flags-ambiguous",
+            |d| d.manifest.templates[0].flags.from_executable = Some(1),
+            invalid!(Flags {
+                source: FlagsError::BothSources,
+                ..
+            }),
+        ),
+        row(
+            "flags-missing",
+            |d| d.manifest.templates[0].flags.explicit = None,
+            invalid!(Flags {
+                source: FlagsError::NoSource,
+                ..
+            }),
+        ),
+        row(
+            "expectation-unknown-template",
+            |d| d.manifest.expectations[0].template = "prefill".into(),
+            invalid!(ExpectationTarget {
+                kind: "template",
+                ..
+            }),
+        ),
+        row(
+            "expectation-unknown-buffer",
+            |d| d.manifest.expectations[0].outputs[0].buffer = "z".into(),
+            invalid!(ExpectationTarget { kind: "buffer", .. }),
+        ),
+        row(
+            "path-parent-dir",
+            |d| d.manifest.shards[1].file = "../elsewhere/001.bin".into(),
+            invalid!(PathEscapes { .. }),
+        ),
+        row(
+            "path-absolute",
+            |d| d.manifest.modules[0].file = "/etc/passwd".into(),
+            invalid!(PathEscapes { .. }),
+        ),
+        on_disk(
+            "path-through-link",
+            link_modules_dir,
+            invalid!(PathThroughLink { .. }),
+        ),
+        on_disk(
+            "manifest-is-link",
+            link_manifest,
+            invalid!(PathThroughLink { .. }),
+        ),
+        on_disk(
+            "shard-file-missing",
+            |dir| fs::remove_file(dir.join("shards/001.bin")).expect("remove shard"),
+            invalid!(MissingFile { .. }),
+        ),
+        row(
+            "shard-file-short",
+            |d| truncate_file(d, "shards/001.bin"),
+            invalid!(FileSize { declared: CAP, .. }),
+        ),
+        row(
+            "shard-byte-flipped",
+            |d| flip_byte(d, "shards/000.bin"),
+            invalid!(HashMismatch { .. }),
+        ),
+        row(
+            "module-byte-flipped",
+            |d| flip_byte(d, MODULE_FILE),
+            invalid!(HashMismatch { .. }),
+        ),
+        on_disk("manifest-too-large", grow_manifest, |e| {
+            matches!(e, CoreError::ManifestTooLarge { .. })
+        }),
+    ]
+}
+
+fn pointer(param: u32) -> PointerParam {
+    PointerParam {
+        param,
+        external: false,
+    }
+}
+
+fn set_y_pointer(d: &mut CoreDraft, address: u64) {
+    d.kernel_mut().params[16..24].copy_from_slice(&address.to_le_bytes());
+}
+
+fn shards_gap(d: &mut CoreDraft) {
+    d.manifest.arena.size = 3 * CAP;
+    d.manifest.shards[1].offset = 2 * CAP;
+}
+
+fn extra_shard(d: &mut CoreDraft) {
+    let extra = Shard {
+        index: 2,
+        offset: 2 * CAP,
+        ..d.manifest.shards[1].clone()
+    };
+    d.manifest.shards.push(extra);
+}
+
+fn with_node<T>(d: &mut CoreDraft, index: usize, f: impl FnOnce(&mut NodeOp) -> T) -> T {
+    f(&mut d.manifest.templates[0].nodes[index].op)
+}
+
+fn memset_target(d: &mut CoreDraft, buffer: &str) {
+    with_node(d, 0, |op| match op {
+        NodeOp::Memset(m) => m.dst.buffer = buffer.into(),
+        _ => unreachable!("node 0 of the sample is a memset"),
+    })
+}
+
+fn memset_element(d: &mut CoreDraft, element_size: u32) {
+    with_node(d, 0, |op| match op {
+        NodeOp::Memset(m) => m.element_size = element_size,
+        _ => unreachable!("node 0 of the sample is a memset"),
+    })
+}
+
+fn memcpy_bytes(d: &mut CoreDraft, bytes: u64) {
+    with_node(d, 2, |op| match op {
+        NodeOp::Memcpy(c) => c.bytes = bytes,
+        _ => unreachable!("node 2 of the sample is a memcpy"),
+    })
+}
+
+fn add_edge(d: &mut CoreDraft, from: &str, to: &str) {
+    d.manifest.templates[0].edges.push(Edge {
+        from: from.into(),
+        to: to.into(),
+    });
+}
+
+fn truncate_file(d: &mut CoreDraft, file: &str) {
+    d.files.get_mut(file).expect("sample file").truncate(100);
+}
+
+fn flip_byte(d: &mut CoreDraft, file: &str) {
+    d.files.get_mut(file).expect("sample file")[7] ^= 0x01;
+}
+
+/// Moves `modules/` out of the core and leaves a link to it in its place.
+fn link_modules_dir(dir: &Path) {
+    let outside = dir.with_file_name("outside-modules");
+    fs::rename(dir.join("modules"), &outside).expect("move modules");
+    symlink(&outside, dir.join("modules")).expect("link modules");
+}
+
+fn link_manifest(dir: &Path) {
+    let outside = dir.with_file_name("outside-manifest.json");
+    fs::rename(dir.join(MANIFEST_FILE), &outside).expect("move manifest");
+    symlink(&outside, dir.join(MANIFEST_FILE)).expect("link manifest");
+}
+
+/// A field v1 does not define (a typo in an outside exporter, say).
+fn add_unknown_field(dir: &Path) {
+    let path = dir.join(MANIFEST_FILE);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&fs::read(&path).expect("read manifest")).expect("parse manifest");
+    value["arena"]["shard-size"] = 8192.into();
+    fs::write(&path, value.to_string()).expect("write manifest");
+}
+
+/// A sparse manifest past the size limit: refused before a byte of it is read.
+fn grow_manifest(dir: &Path) {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(MANIFEST_FILE))
+        .expect("open manifest");
+    file.set_len(MAX_MANIFEST_BYTES + 1).expect("grow manifest");
+}
+
+fn temp_root() -> Result<tempfile::TempDir, Verdict> {
+    tempfile::tempdir().map_err(|e| Verdict::Blocked(format!("no temporary directory: {e}")))
+}
+
+pub fn cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = corruptions()
+        .into_iter()
+        .map(|c| {
+            Case::cpu(
+                &format!("cpu/manifest/{}-refused", c.slug),
+                CLAIM,
+                move |_| {
+                    let root = temp_root()?;
+                    refused(c.open(root.path()), c.expected).map(drop)
+                },
+            )
+        })
+        .collect();
+    cases.extend([
+        Case::cpu("cpu/manifest/sample-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            CoreDraft::sample()
+                .write(root.path())
+                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(Core::open(root.path()), "opening the sample core").map(drop)
+        }),
+        Case::cpu("cpu/manifest/external-pointer-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            let mut draft = CoreDraft::sample();
+            set_y_pointer(&mut draft, 0x7f00_0000_0000);
+            draft.kernel_mut().pointers[1].external = true;
+            draft
+                .write(root.path())
+                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(
+                Core::open(root.path()),
+                "opening a core with an external pointer",
+            )
+            .map(drop)
+        }),
+        Case::cpu("cpu/format/golden-v1-read", "format-compatibility", |_| {
+            let core = accepted(Core::open(&golden::v1_dir()), "opening the golden v1 core")?;
+            let m = core.manifest();
+            ensure(
+                m.format.version == 1 && m.templates.len() == 1 && m.shards.len() == 2,
+                || {
+                    format!(
+                        "golden core reads as version {} with {} templates",
+                        m.format.version,
+                        m.templates.len()
+                    )
+                },
+            )
+        }),
+        Case::cpu(
+            "cpu/format/write-read-round-trip",
+            "format-compatibility",
+            |_| {
+                let root = temp_root()?;
+                let draft = CoreDraft::sample();
+                draft
+                    .write(root.path())
+                    .map_err(|e| Verdict::Blocked(e.to_string()))?;
+                let core = accepted(Core::open(root.path()), "reading back the written core")?;
+                ensure(*core.manifest() == draft.manifest, || {
+                    "manifest read back differs from the one written".into()
+                })
+            },
+        ),
+    ]);
+    cases
+}

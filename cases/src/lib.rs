@@ -1,0 +1,32 @@
+//! Gnomon's case catalogue. Each case has a stable hierarchical id, declares what it needs
+//! (nothing, or GPUs), how it must be isolated, and which claims it establishes.
+//!
+//! - `cpu/`: the export contract checked without a GPU.
+//! - `gpu/` and `replay/`: need a CUDA device; each runs in its own child process.
+//! - `mock/`: hidden cases that pass, fail, crash, hang and flake on purpose, so the
+//!   runner can test its own isolation without a GPU.
+
+mod case;
+mod check;
+pub mod cpu;
+pub mod mock;
+
+pub use case::{Case, CaseBody, Ctx, Facilities, Isolation, Requirement, Verdict};
+pub use check::*;
+
+/// What to include beyond the normal catalogue.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CatalogueOptions {
+    /// The self-test cases under `mock/`.
+    pub include_mock: bool,
+}
+
+/// Every case, in id order.
+pub fn catalogue(options: CatalogueOptions) -> Vec<Case> {
+    let mut cases = cpu::cases();
+    if options.include_mock {
+        cases.extend(mock::cases());
+    }
+    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    cases
+}

@@ -1,0 +1,195 @@
+use std::{
+    fs,
+    io::{self, Read, Write},
+    path::{Component, Path, PathBuf},
+};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::manifest::{FormatTag, Manifest, FORMAT_NAME, READABLE_VERSIONS};
+use crate::{
+    errors::{CoreError, ValidationError},
+    validate,
+};
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// A manifest larger than this is refused before it is read.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// A core directory whose manifest and files passed every validation rule.
+#[derive(Debug)]
+pub struct Core {
+    dir: PathBuf,
+    manifest: Manifest,
+}
+
+impl Core {
+    /// Reads, validates and verifies the core in `dir`. A core that fails here must never
+    /// reach a GPU.
+    pub fn open(dir: &Path) -> Result<Self, CoreError> {
+        let manifest = read_manifest(dir)?;
+        validate::manifest(&manifest)?;
+        validate::files(&manifest, dir)?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            manifest,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The path of a file the manifest names, already checked to stay inside the core.
+    pub fn path_of(&self, relative: &str) -> PathBuf {
+        self.dir.join(relative)
+    }
+}
+
+/// Reads `manifest.json`, checking its size first and its version before its shape.
+fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
+    let path = resolve_in_core(dir, MANIFEST_FILE, "manifest")?;
+    let read_err = |source| CoreError::Read {
+        path: path.clone(),
+        source,
+    };
+    let size = fs::metadata(&path).map_err(read_err)?.len();
+    if size > MAX_MANIFEST_BYTES {
+        return Err(CoreError::ManifestTooLarge {
+            path,
+            size,
+            limit: MAX_MANIFEST_BYTES,
+        });
+    }
+    let text = fs::read(&path).map_err(read_err)?;
+    #[derive(Deserialize)]
+    struct Probe {
+        format: FormatTag,
+    }
+    let parse_err = |source| CoreError::Parse {
+        path: path.clone(),
+        source,
+    };
+    let probe: Probe = serde_json::from_slice(&text).map_err(parse_err)?;
+    if probe.format.name != FORMAT_NAME {
+        return Err(ValidationError::FormatName {
+            found: probe.format.name,
+        }
+        .into());
+    }
+    if !READABLE_VERSIONS.contains(&probe.format.version) {
+        let readable = READABLE_VERSIONS.to_vec();
+        return Err(ValidationError::UnsupportedVersion {
+            found: probe.format.version,
+            readable,
+        }
+        .into());
+    }
+    serde_json::from_slice(&text).map_err(parse_err)
+}
+
+/// Joins a manifest path onto the core directory, refusing absolute paths, `..`, and any
+/// component that is a symbolic link.
+pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf, ValidationError> {
+    let escapes = || ValidationError::PathEscapes {
+        item: item.into(),
+        path: relative.into(),
+    };
+    let rel = Path::new(relative);
+    if relative.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(escapes());
+    }
+    let mut path = dir.to_owned();
+    for component in rel.components() {
+        path.push(component);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(ValidationError::PathThroughLink {
+                    item: item.into(),
+                    path: relative.into(),
+                })
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ValidationError::MissingFile {
+                    item: item.into(),
+                    path: relative.into(),
+                })
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                return Err(ValidationError::FileUnreadable {
+                    item: item.into(),
+                    path: relative.into(),
+                    reason,
+                });
+            }
+        }
+    }
+    Ok(path)
+}
+
+/// SHA-256 of everything `reader` yields, lowercase hex; streams, so shards of any size fit.
+pub fn hash_hex(mut reader: impl Read) -> io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut chunk)? {
+            0 => return Ok(hex::encode(hasher.finalize())),
+            n => hasher.update(&chunk[..n]),
+        }
+    }
+}
+
+/// Writes a core directory: files first, the manifest last and atomically, so a reader
+/// never sees a manifest that names files not yet written.
+pub struct CoreWriter {
+    dir: PathBuf,
+}
+
+impl CoreWriter {
+    pub fn create(dir: &Path) -> Result<Self, CoreError> {
+        fs::create_dir_all(dir).map_err(|source| CoreError::Write {
+            path: dir.into(),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Writes `bytes` at `relative` and returns their SHA-256.
+    pub fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<String, CoreError> {
+        let path = self.dir.join(relative);
+        let write_err = |source| CoreError::Write {
+            path: path.clone(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(write_err)?;
+        }
+        fs::write(&path, bytes).map_err(write_err)?;
+        hash_hex(bytes).map_err(write_err)
+    }
+
+    pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {
+        let path = self.dir.join(MANIFEST_FILE);
+        let write_err = |source| CoreError::Write {
+            path: path.clone(),
+            source,
+        };
+        let mut file = tempfile::Builder::new()
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .tempfile_in(&self.dir)
+            .map_err(write_err)?;
+        serde_json::to_writer_pretty(&mut file, manifest).map_err(|e| write_err(e.into()))?;
+        file.write_all(b"\n").map_err(write_err)?;
+        file.persist(&path).map_err(|e| write_err(e.error))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,284 @@
+use serde::{Deserialize, Serialize};
+
+/// The value of `format.name` in every core.
+pub const FORMAT_NAME: &str = "gnomon-core";
+/// The version this crate writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Every version this crate reads. Readers keep every version they ever wrote.
+pub const READABLE_VERSIONS: &[u32] = &[1];
+
+/// The whole manifest of a core (`manifest.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Manifest {
+    pub format: FormatTag,
+    pub context: Context,
+    pub arena: Arena,
+    pub shards: Vec<Shard>,
+    pub buffers: Vec<Buffer>,
+    pub modules: Vec<Module>,
+    pub templates: Vec<Template>,
+    #[serde(default)]
+    pub expectations: Vec<Expectation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct FormatTag {
+    pub name: String,
+    pub version: u32,
+}
+
+impl Default for FormatTag {
+    fn default() -> Self {
+        Self {
+            name: FORMAT_NAME.to_owned(),
+            version: FORMAT_VERSION,
+        }
+    }
+}
+
+/// Where the core was produced. Replay checks `sm` and `driver_version` against the device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Context {
+    /// Compute capability as major*10 + minor (90 for sm_90).
+    pub sm: u32,
+    pub device_name: String,
+    /// As `cuDriverGetVersion` reports it (13000 for CUDA 13.0).
+    pub driver_version: u32,
+    pub tp_rank: u32,
+    pub tp_world_size: u32,
+    pub producer: Producer,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Producer {
+    pub name: String,
+    pub version: String,
+    pub commit: String,
+}
+
+/// The fixed-address arena: one contiguous virtual range, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Arena {
+    /// Virtual address of the arena's first byte.
+    pub base: u64,
+    pub size: u64,
+    /// Largest shard; a multiple of `granularity`.
+    pub shard_cap: u64,
+    /// The driver's allocation granularity (`cuMemGetAllocationGranularity`).
+    pub granularity: u64,
+}
+
+/// One contiguous piece of the arena: one reservation, one allocation, one file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Shard {
+    pub index: u32,
+    /// Offset from `arena.base`.
+    pub offset: u64,
+    pub size: u64,
+    /// Path relative to the core directory.
+    pub file: String,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Buffer {
+    pub name: String,
+    /// Offset from `arena.base`.
+    pub offset: u64,
+    pub size: u64,
+    pub role: BufferRole,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferRole {
+    Input,
+    Output,
+    Weight,
+    Scratch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Module {
+    pub id: String,
+    pub kind: ModuleKind,
+    pub file: String,
+    pub sha256: String,
+    pub functions: Vec<Function>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModuleKind {
+    Ptx,
+    Cubin,
+}
+
+/// A kernel and its parameter layout, as `cuFuncGetParamInfo` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<ParamSlot>,
+}
+
+impl Function {
+    /// Bytes a kernel node's parameter blob must hold: the end of the last slot.
+    pub fn param_bytes(&self) -> u64 {
+        self.params
+            .iter()
+            .map(|p| p.offset + p.size)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ParamSlot {
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// One captured graph: its nodes, edges and instantiation flags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Template {
+    pub name: String,
+    pub flags: RecordedFlags,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    /// Node ids in the order capture created them.
+    pub capture_order: Vec<String>,
+}
+
+/// Exactly one of the two fields is set: flags come from exactly one source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RecordedFlags {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explicit: Option<u64>,
+    /// Flags read back from a live executable that was instantiated with the same value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_executable: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Node {
+    pub id: String,
+    pub op: NodeOp,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum NodeOp {
+    Kernel(KernelNode),
+    Memset(MemsetNode),
+    Memcpy(MemcpyNode),
+    Empty,
+    EventRecord { event: String },
+    EventWait { event: String },
+}
+
+impl NodeOp {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NodeOp::Kernel(_) => "kernel",
+            NodeOp::Memset(_) => "memset",
+            NodeOp::Memcpy(_) => "memcpy",
+            NodeOp::Empty => "empty",
+            NodeOp::EventRecord { .. } => "event-record",
+            NodeOp::EventWait { .. } => "event-wait",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct KernelNode {
+    pub module: String,
+    pub function: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    /// Parameter bytes laid out per the function's recorded slots, lowercase hex.
+    #[serde(with = "hex::serde")]
+    pub params: Vec<u8>,
+    /// Which parameters hold device pointers.
+    #[serde(default)]
+    pub pointers: Vec<PointerParam>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PointerParam {
+    /// Index into the function's `params`.
+    pub param: u32,
+    /// The pointer targets memory outside the arena (allocated by the runtime).
+    #[serde(default)]
+    pub external: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct BufferRef {
+    pub buffer: String,
+    #[serde(default)]
+    pub offset: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MemsetNode {
+    pub dst: BufferRef,
+    pub value: u32,
+    /// 1, 2 or 4.
+    pub element_size: u32,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MemcpyNode {
+    pub src: BufferRef,
+    pub dst: BufferRef,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+}
+
+/// What replaying one template must produce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Expectation {
+    pub template: String,
+    pub outputs: Vec<OutputDigest>,
+    /// Name of a CPU reference the harness knows, when one exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Largest allowed absolute difference from the CPU reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct OutputDigest {
+    pub buffer: String,
+    pub sha256: String,
+}

@@ -1,0 +1,8 @@
+//! Core format v1: a core is a directory holding `manifest.json`, module images and shard
+//! files. `docs/format-v1.md` is the normative description; these types are its Rust form.
+
+mod io;
+mod manifest;
+
+pub use io::{hash_hex, resolve_in_core, Core, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES};
+pub use manifest::*;

@@ -1,0 +1,20 @@
+//! The subject Gnomon qualifies: the export contract for CUDA-graph cores.
+//!
+//! - [`format`]: core format v1 — the manifest types, reading and writing a core directory.
+//! - [`validate`]: every rule a core must satisfy before it may reach a GPU.
+//! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
+//! - [`contract`]: export needs templates only; replay needs executables.
+//! - [`shards`]: splitting a fixed-address arena into shards under a cap.
+//! - [`capture_order`]: the node and edge order that stream capture constructs.
+//! - [`tensor_parallel`]: whether per-rank cores agree.
+//! - [`cuda`]: the only module that talks to the driver.
+
+pub mod capture_order;
+pub mod contract;
+pub mod cuda;
+pub mod errors;
+pub mod flags;
+pub mod format;
+pub mod shards;
+pub mod tensor_parallel;
+pub mod validate;

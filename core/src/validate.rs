@@ -1,0 +1,559 @@
+//! Every rule of core format v1 (`docs/format-v1.md`, "Validation"). [`manifest`] checks
+//! the manifest alone and allocates nothing sized by it; [`files`] checks the files it
+//! names. A core must pass both before it may reach a GPU.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs::File,
+    ops::Range,
+    path::Path,
+};
+
+use crate::{
+    errors::{FlagsError, ValidationError as E},
+    flags::InstantiateFlags,
+    format::{
+        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, FormatTag, Function, KernelNode,
+        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+    },
+    shards::ShardCap,
+};
+
+/// No device has an arena this large; a bigger size is a corrupt or hostile manifest.
+pub const MAX_ARENA_BYTES: u64 = 1 << 42;
+/// Module images larger than this are refused before they are hashed.
+pub const MAX_MODULE_BYTES: u64 = 1 << 30;
+
+type Result<T = ()> = std::result::Result<T, E>;
+
+/// Checks the manifest alone: structure, references, layouts, flags and graph shape.
+pub fn manifest(m: &Manifest) -> Result {
+    format(&m.format)?;
+    arena(&m.arena)?;
+    shards(&m.arena, &m.shards)?;
+    let buffers = BufferMap::new(&m.arena, &m.buffers)?;
+    let modules = modules(&m.modules)?;
+    unique("template", m.templates.iter().map(|t| t.name.as_str()))?;
+    for template in &m.templates {
+        TemplateCheck {
+            template,
+            modules: &modules,
+            buffers: &buffers,
+        }
+        .run()?;
+    }
+    expectations(m, &buffers)
+}
+
+fn format(tag: &FormatTag) -> Result {
+    if tag.name != FORMAT_NAME {
+        return Err(E::FormatName {
+            found: tag.name.clone(),
+        });
+    }
+    if !READABLE_VERSIONS.contains(&tag.version) {
+        return Err(E::UnsupportedVersion {
+            found: tag.version,
+            readable: READABLE_VERSIONS.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+fn arena(a: &Arena) -> Result {
+    let cap = ShardCap::new(a.shard_cap, a.granularity)?;
+    if a.base % cap.granularity() != 0 {
+        return Err(E::BaseMisaligned {
+            base: a.base,
+            granularity: a.granularity,
+        });
+    }
+    if a.size == 0 || a.size > MAX_ARENA_BYTES {
+        return Err(E::ArenaSize {
+            size: a.size,
+            limit: MAX_ARENA_BYTES,
+        });
+    }
+    if a.base.checked_add(a.size).is_none() {
+        return Err(E::ArenaOverflow {
+            base: a.base,
+            size: a.size,
+        });
+    }
+    Ok(())
+}
+
+fn shards(a: &Arena, shards: &[Shard]) -> Result {
+    let mut covered = 0u64;
+    for (position, s) in shards.iter().enumerate() {
+        let file = || s.file.clone();
+        if s.index as usize != position {
+            return Err(E::ShardIndex {
+                position,
+                index: s.index,
+            });
+        }
+        if s.size == 0 {
+            return Err(E::ShardEmpty {
+                index: s.index,
+                file: file(),
+            });
+        }
+        if s.size > a.shard_cap {
+            return Err(E::ShardOverCap {
+                index: s.index,
+                file: file(),
+                size: s.size,
+                cap: a.shard_cap,
+            });
+        }
+        if s.offset % a.granularity != 0 || s.size % a.granularity != 0 {
+            return Err(E::ShardMisaligned {
+                index: s.index,
+                file: file(),
+                offset: s.offset,
+                granularity: a.granularity,
+            });
+        }
+        if s.offset < covered {
+            return Err(E::ShardOverlap {
+                index: s.index,
+                file: file(),
+                offset: s.offset,
+                previous_end: covered,
+            });
+        }
+        if s.offset > covered {
+            return Err(E::ShardGap {
+                index: s.index,
+                file: file(),
+                offset: s.offset,
+                previous_end: covered,
+            });
+        }
+        let end = s.offset.saturating_add(s.size);
+        if end > a.size.next_multiple_of(a.granularity) {
+            return Err(E::ExtraShard {
+                index: s.index,
+                file: file(),
+                span: s.offset..end,
+                arena_size: a.size,
+            });
+        }
+        covered = end;
+    }
+    if covered < a.size {
+        return Err(E::MissingShard {
+            covered,
+            arena_size: a.size,
+        });
+    }
+    Ok(())
+}
+
+fn unique<'a>(kind: &'static str, names: impl Iterator<Item = &'a str>) -> Result {
+    let mut seen = HashSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return Err(E::Duplicate {
+                kind,
+                name: name.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Buffers sorted by offset, for name lookups and address lookups.
+struct BufferMap<'m> {
+    base: u64,
+    sorted: Vec<&'m Buffer>,
+    by_name: HashMap<&'m str, &'m Buffer>,
+}
+
+impl<'m> BufferMap<'m> {
+    fn new(a: &Arena, buffers: &'m [Buffer]) -> Result<Self> {
+        unique("buffer", buffers.iter().map(|b| b.name.as_str()))?;
+        for b in buffers {
+            let span = b.offset..b.offset.saturating_add(b.size);
+            if span.end > a.size || b.size == 0 {
+                return Err(E::BufferOutsideArena {
+                    buffer: b.name.clone(),
+                    span,
+                    arena_size: a.size,
+                });
+            }
+        }
+        let mut sorted: Vec<&Buffer> = buffers.iter().collect();
+        sorted.sort_by_key(|b| b.offset);
+        for pair in sorted.windows(2) {
+            let end = pair[0].offset + pair[0].size;
+            if pair[1].offset < end {
+                let overlap = pair[1].offset..end.min(pair[1].offset + pair[1].size);
+                return Err(E::BuffersOverlap {
+                    first: pair[0].name.clone(),
+                    second: pair[1].name.clone(),
+                    overlap,
+                });
+            }
+        }
+        let by_name = buffers.iter().map(|b| (b.name.as_str(), b)).collect();
+        Ok(Self {
+            base: a.base,
+            sorted,
+            by_name,
+        })
+    }
+
+    fn contains_address(&self, address: u64) -> bool {
+        let Some(offset) = address.checked_sub(self.base) else {
+            return false;
+        };
+        let after = self.sorted.partition_point(|b| b.offset <= offset);
+        after > 0 && offset < self.sorted[after - 1].offset + self.sorted[after - 1].size
+    }
+}
+
+type ModuleMap<'m> = HashMap<&'m str, HashMap<&'m str, &'m Function>>;
+
+fn modules(modules: &[Module]) -> Result<ModuleMap<'_>> {
+    unique("module", modules.iter().map(|m| m.id.as_str()))?;
+    let mut map = HashMap::new();
+    for module in modules {
+        unique("function", module.functions.iter().map(|f| f.name.as_str()))?;
+        for f in &module.functions {
+            param_layout(module, f)?;
+        }
+        map.insert(
+            module.id.as_str(),
+            module
+                .functions
+                .iter()
+                .map(|f| (f.name.as_str(), f))
+                .collect(),
+        );
+    }
+    Ok(map)
+}
+
+fn param_layout(module: &Module, f: &Function) -> Result {
+    let mut end = 0;
+    for (param, slot) in f.params.iter().enumerate() {
+        let span = slot.offset..slot.offset.saturating_add(slot.size);
+        if slot.offset < end || slot.size == 0 {
+            return Err(E::ParamLayout {
+                module: module.id.clone(),
+                function: f.name.clone(),
+                param,
+                span,
+            });
+        }
+        end = span.end;
+    }
+    Ok(())
+}
+
+/// Checks one template against the core's modules and buffers.
+struct TemplateCheck<'a, 'm> {
+    template: &'m Template,
+    modules: &'a ModuleMap<'m>,
+    buffers: &'a BufferMap<'m>,
+}
+
+impl TemplateCheck<'_, '_> {
+    fn run(&self) -> Result {
+        let t = self.template;
+        recorded_flags(&t.flags).map_err(|source| E::Flags {
+            template: t.name.clone(),
+            source,
+        })?;
+        unique("node", t.nodes.iter().map(|n| n.id.as_str()))?;
+        for node in &t.nodes {
+            self.node(&node.id, &node.op)?;
+        }
+        let index: HashMap<&str, usize> = t
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
+        self.acyclic(&index)?;
+        self.capture_order(&index)
+    }
+
+    fn node(&self, node: &str, op: &NodeOp) -> Result {
+        match op {
+            NodeOp::Kernel(k) => self.kernel(node, k),
+            NodeOp::Memset(m) => {
+                if ![1, 2, 4].contains(&m.element_size) {
+                    let element_size = m.element_size;
+                    return Err(E::MemsetElement {
+                        template: self.name(),
+                        node: node.into(),
+                        element_size,
+                    });
+                }
+                self.buffer_range(node, &m.dst, m.count.saturating_mul(m.element_size.into()))
+            }
+            NodeOp::Memcpy(c) => {
+                self.buffer_range(node, &c.src, c.bytes)?;
+                self.buffer_range(node, &c.dst, c.bytes)
+            }
+            NodeOp::Empty | NodeOp::EventRecord { .. } | NodeOp::EventWait { .. } => Ok(()),
+        }
+    }
+
+    fn kernel(&self, node: &str, k: &KernelNode) -> Result {
+        let (template, node_id) = (self.name(), node.to_owned());
+        let functions = self
+            .modules
+            .get(k.module.as_str())
+            .ok_or_else(|| E::UnknownModule {
+                template: template.clone(),
+                node: node_id.clone(),
+                module: k.module.clone(),
+            })?;
+        let f = functions
+            .get(k.function.as_str())
+            .ok_or_else(|| E::UnknownFunction {
+                template: template.clone(),
+                node: node_id.clone(),
+                module: k.module.clone(),
+                function: k.function.clone(),
+            })?;
+        if k.params.len() as u64 != f.param_bytes() {
+            let (expected, found) = (f.param_bytes(), k.params.len() as u64);
+            return Err(E::ParamBytes {
+                template,
+                node: node_id,
+                function: f.name.clone(),
+                expected,
+                found,
+            });
+        }
+        for p in &k.pointers {
+            let slot = f
+                .params
+                .get(p.param as usize)
+                .ok_or_else(|| E::PointerParamIndex {
+                    template: template.clone(),
+                    node: node_id.clone(),
+                    function: f.name.clone(),
+                    param: p.param,
+                    count: f.params.len(),
+                })?;
+            if slot.size != 8 {
+                return Err(E::PointerParamSize {
+                    template,
+                    node: node_id,
+                    param: p.param,
+                    size: slot.size,
+                });
+            }
+            let bytes = slot.offset..slot.offset + 8;
+            let raw = &k.params[bytes.start as usize..bytes.end as usize];
+            let address = u64::from_le_bytes(raw.try_into().expect("slot is 8 bytes"));
+            if !p.external && !self.buffers.contains_address(address) {
+                return Err(E::DanglingPointer {
+                    template,
+                    node: node_id,
+                    param: p.param,
+                    bytes,
+                    address,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer_range(&self, node: &str, target: &BufferRef, len: u64) -> Result {
+        let buffer = self
+            .buffers
+            .by_name
+            .get(target.buffer.as_str())
+            .ok_or_else(|| E::UnknownBuffer {
+                template: self.name(),
+                node: node.into(),
+                buffer: target.buffer.clone(),
+            })?;
+        let span: Range<u64> = target.offset..target.offset.saturating_add(len);
+        if span.end > buffer.size || len == 0 {
+            let (template, node, buffer_name) = (self.name(), node.into(), buffer.name.clone());
+            return Err(E::BufferRange {
+                template,
+                node,
+                buffer: buffer_name,
+                span,
+                size: buffer.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Kahn's algorithm; whatever is left unvisited lies on or behind a cycle.
+    fn acyclic(&self, index: &HashMap<&str, usize>) -> Result {
+        let t = self.template;
+        let mut successors = vec![Vec::new(); t.nodes.len()];
+        let mut in_degree = vec![0usize; t.nodes.len()];
+        for (edge, e) in t.edges.iter().enumerate() {
+            let lookup = |id: &String| {
+                index
+                    .get(id.as_str())
+                    .copied()
+                    .ok_or_else(|| E::UnknownEdgeNode {
+                        template: self.name(),
+                        edge,
+                        node: id.clone(),
+                    })
+            };
+            let (from, to) = (lookup(&e.from)?, lookup(&e.to)?);
+            successors[from].push(to);
+            in_degree[to] += 1;
+        }
+        let mut ready: Vec<usize> = (0..t.nodes.len()).filter(|&n| in_degree[n] == 0).collect();
+        let mut visited = 0;
+        while let Some(n) = ready.pop() {
+            visited += 1;
+            for &s in &successors[n] {
+                in_degree[s] -= 1;
+                if in_degree[s] == 0 {
+                    ready.push(s);
+                }
+            }
+        }
+        if visited == t.nodes.len() {
+            return Ok(());
+        }
+        let nodes = (0..t.nodes.len())
+            .filter(|&n| in_degree[n] > 0)
+            .take(8)
+            .map(|n| t.nodes[n].id.clone())
+            .collect();
+        Err(E::Cycle {
+            template: self.name(),
+            nodes,
+        })
+    }
+
+    fn capture_order(&self, index: &HashMap<&str, usize>) -> Result {
+        let t = self.template;
+        let fail = |reason: String| E::CaptureOrder {
+            template: self.name(),
+            reason,
+        };
+        if t.capture_order.len() != t.nodes.len() {
+            return Err(fail(format!(
+                "it lists {} nodes, the template has {}",
+                t.capture_order.len(),
+                t.nodes.len()
+            )));
+        }
+        let mut seen = HashSet::new();
+        for id in &t.capture_order {
+            if !index.contains_key(id.as_str()) {
+                return Err(fail(format!("`{id}` is not a node")));
+            }
+            if !seen.insert(id.as_str()) {
+                return Err(fail(format!("`{id}` appears twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> String {
+        self.template.name.clone()
+    }
+}
+
+/// Exactly one source, and a supported value from it.
+pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateFlags, FlagsError> {
+    match (flags.explicit, flags.from_executable) {
+        (Some(_), Some(_)) => Err(FlagsError::BothSources),
+        (None, None) => Err(FlagsError::NoSource),
+        (Some(v), None) | (None, Some(v)) => InstantiateFlags::new(v),
+    }
+}
+
+fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
+    for (index, e) in m.expectations.iter().enumerate() {
+        if !m.templates.iter().any(|t| t.name == e.template) {
+            return Err(E::ExpectationTarget {
+                index,
+                kind: "template",
+                name: e.template.clone(),
+            });
+        }
+        if let Some(o) = e
+            .outputs
+            .iter()
+            .find(|o| !buffers.by_name.contains_key(o.buffer.as_str()))
+        {
+            return Err(E::ExpectationTarget {
+                index,
+                kind: "buffer",
+                name: o.buffer.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks the files the manifest names: inside the core, no links, declared sizes (before
+/// reading), and hashes.
+pub fn files(m: &Manifest, dir: &Path) -> Result {
+    for s in &m.shards {
+        verify_file(
+            dir,
+            &format!("shard {}", s.index),
+            &s.file,
+            &s.sha256,
+            |len| (len != s.size).then_some(s.size),
+        )?;
+    }
+    for module in &m.modules {
+        verify_file(
+            dir,
+            &format!("module `{}`", module.id),
+            &module.file,
+            &module.sha256,
+            |len| (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES),
+        )?;
+    }
+    Ok(())
+}
+
+/// `size_rule` returns the size the manifest allows when the file's length breaks it.
+fn verify_file(
+    dir: &Path,
+    item: &str,
+    relative: &str,
+    sha256: &str,
+    size_rule: impl Fn(u64) -> Option<u64>,
+) -> Result {
+    let path = resolve_in_core(dir, relative, item)?;
+    let unreadable = |e: std::io::Error| E::FileUnreadable {
+        item: item.into(),
+        path: relative.into(),
+        reason: e.to_string(),
+    };
+    let file = File::open(&path).map_err(unreadable)?;
+    let found = file.metadata().map_err(unreadable)?.len();
+    if let Some(declared) = size_rule(found) {
+        return Err(E::FileSize {
+            item: item.into(),
+            path: relative.into(),
+            declared,
+            found,
+        });
+    }
+    let actual = hash_hex(file).map_err(unreadable)?;
+    if actual != sha256 {
+        return Err(E::HashMismatch {
+            item: item.into(),
+            path: relative.into(),
+            expected: sha256.into(),
+            found: actual,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! Turns the catalogue into libtest trials, so filters, `--list`, `--exact` and `--format`
+//! behave as in any Rust test binary, and gathers each case's record into the report.
+
+use std::{
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use gnomon_cases::{catalogue, Case, CatalogueOptions};
+use gnomon_reports::{exit_codes, CaseRecord, Environment, Run, Status, Subject};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+use super::{
+    executor::{execute, ChildSpec},
+    sink::ReportSink,
+};
+use crate::environment;
+
+/// Everything one run needs; built by the CLI or by the `suite` test target.
+#[derive(Debug)]
+pub struct RunConfig {
+    pub libtest: Arguments,
+    /// `None`: `reports/out/RUN-ID`.
+    pub report_dir: Option<PathBuf>,
+    pub require_arch: Option<String>,
+    pub case_timeout: Duration,
+    pub retries: u32,
+    pub profile: String,
+    pub include_mock: bool,
+    /// The `gnomon` binary that runs isolated cases.
+    pub child_exe: PathBuf,
+}
+
+/// Runs the catalogue and returns the process exit code.
+pub fn run(config: RunConfig) -> i32 {
+    let cases = catalogue(CatalogueOptions {
+        include_mock: config.include_mock,
+    });
+    if config.libtest.list {
+        let _ = libtest_mimic::run(
+            &config.libtest,
+            cases
+                .into_iter()
+                .map(|c| Trial::test(c.id.to_string(), || Ok(())))
+                .collect(),
+        );
+        return exit_codes::SUCCESS;
+    }
+    let env = environment::collect();
+    if let Some(reason) = arch_refusal(config.require_arch.as_deref(), &env) {
+        eprintln!("gnomon: {reason}");
+        return exit_codes::PRECONDITION;
+    }
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let run_id = format!(
+        "{}-{}",
+        started_at.replace([':', '-'], ""),
+        std::process::id()
+    );
+    let dir = config
+        .report_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports/out").join(&run_id));
+    let run = Run {
+        id: run_id,
+        started_at,
+        profile: config.profile.clone(),
+        filters: filters(&config.libtest),
+        ..Run::default()
+    };
+    let subject = Subject {
+        name: "gnomon-core reference exporter".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: environment::HARNESS_COMMIT.into(),
+    };
+    let facilities = environment::facilities(&env);
+    let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env));
+    let policy = Arc::new(Policy {
+        child: ChildSpec {
+            exe: config.child_exe.clone(),
+            timeout: config.case_timeout,
+        },
+        retries: config.retries,
+    });
+    let trials = cases
+        .into_iter()
+        .map(|case| {
+            let unmet = case.unmet(&facilities);
+            trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&config.libtest, trials);
+    match sink.finish() {
+        Ok(report) => {
+            eprintln!("gnomon: report written to {}", dir.display());
+            if report.fails_run() || conclusion.has_failed() {
+                return exit_codes::CASES_FAILED;
+            }
+            exit_codes::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "gnomon: could not write the report to {}: {e}",
+                dir.display()
+            );
+            exit_codes::CASES_FAILED
+        }
+    }
+}
+
+struct Policy {
+    child: ChildSpec,
+    retries: u32,
+}
+
+fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<ReportSink>) -> Trial {
+    Trial::ignorable_test(case.id.to_string(), move || {
+        let record = match unmet {
+            Some(reason) => case.record(Status::Skipped, Some(reason)),
+            None => attempt(&case, &policy),
+        };
+        let outcome = outcome(&record);
+        sink.add(record);
+        outcome
+    })
+}
+
+/// Runs a case, retrying failures; a case that passes after failing is flaky.
+fn attempt(case: &Case, policy: &Policy) -> CaseRecord {
+    let first = execute(case, &policy.child);
+    let mut last = first.clone();
+    for attempt in 2..=policy.retries + 1 {
+        if !last.status.fails_run() {
+            break;
+        }
+        last = execute(case, &policy.child);
+        last.attempts = attempt;
+        if last.status == Status::Passed {
+            last.status = Status::Flaky;
+            last.reason = Some(format!(
+                "passed on attempt {attempt}; first attempt {}: {}",
+                first.status,
+                first.reason.clone().unwrap_or_default()
+            ));
+        }
+    }
+    last
+}
+
+fn outcome(record: &CaseRecord) -> Result<Completion, Failed> {
+    let reason = record.reason.as_deref().unwrap_or("");
+    match record.status {
+        Status::Passed | Status::Flaky | Status::ExpectedFailure => Ok(Completion::Completed),
+        Status::Skipped | Status::Blocked => Ok(Completion::ignored_with(format!(
+            "{}: {reason}",
+            record.status
+        ))),
+        status => {
+            let stderr = record
+                .stderr
+                .as_deref()
+                .map(|s| format!("\n--- child output ---\n{s}"))
+                .unwrap_or_default();
+            Err(format!("{status}: {reason}{stderr}").into())
+        }
+    }
+}
+
+fn filters(args: &Arguments) -> Vec<String> {
+    let skips = args.skip.iter().map(|s| format!("--skip {s}"));
+    args.filter.iter().cloned().chain(skips).collect()
+}
+
+/// Why `--require-arch` refuses this machine, if it does.
+fn arch_refusal(required: Option<&str>, env: &Environment) -> Option<String> {
+    let required = required?;
+    if env.gpus.iter().any(|g| g.arch == required) {
+        return None;
+    }
+    let found: Vec<_> = env
+        .gpus
+        .iter()
+        .map(|g| format!("{} ({})", g.name, g.arch))
+        .collect();
+    Some(match (found.is_empty(), &env.gpu_unavailable) {
+        (true, Some(reason)) => format!("--require-arch {required}: no GPU ({reason})"),
+        _ => format!(
+            "--require-arch {required}: found {}",
+            if found.is_empty() {
+                "no GPU".into()
+            } else {
+                found.join(", ")
+            }
+        ),
+    })
+}

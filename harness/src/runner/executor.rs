@@ -1,0 +1,144 @@
+//! Runs one case: in this process, or in a child `gnomon __run-case` with a time limit.
+//! A child that crashes, hangs or leaves a sticky CUDA error fails its case alone.
+
+use std::{
+    fs,
+    io::{Read, Seek, SeekFrom},
+    path::Path,
+    process::{Command, Stdio},
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use gnomon_cases::{catalogue, Case, CatalogueOptions, Isolation};
+use gnomon_reports::{exit_codes, CaseRecord, Status};
+use wait_timeout::ChildExt;
+
+/// Bytes of a child's output kept in the report.
+const STDERR_TAIL: u64 = 8 * 1024;
+
+/// Where a child case runs and how long it may take.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    pub exe: std::path::PathBuf,
+    pub timeout: Duration,
+}
+
+pub fn execute(case: &Case, child: &ChildSpec) -> CaseRecord {
+    match case.isolation {
+        Isolation::InProcess => case.execute(),
+        Isolation::ChildProcess => in_child(case, child),
+    }
+}
+
+fn in_child(case: &Case, spec: &ChildSpec) -> CaseRecord {
+    let started = Instant::now();
+    spawn_and_wait(case, spec).unwrap_or_else(|mut record| {
+        record.duration_s = started.elapsed().as_secs_f64();
+        *record
+    })
+}
+
+/// `Ok` holds the child's own record; `Err` one made here because the child gave none.
+fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseRecord>> {
+    let blocked = |what: &str, e: std::io::Error| {
+        Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}"))))
+    };
+    let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
+    let mut output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
+    let output_for_stdout = output
+        .try_clone()
+        .map_err(|e| blocked("no output file", e))?;
+    let mut child = Command::new(&spec.exe)
+        .arg("__run-case")
+        .arg(case.id.as_str())
+        .arg("--result-file")
+        .arg(result_file.path())
+        .stdin(Stdio::null())
+        .stdout(output_for_stdout)
+        .stderr(
+            output
+                .try_clone()
+                .map_err(|e| blocked("no output file", e))?,
+        )
+        .spawn()
+        .map_err(|e| blocked(&format!("could not start {}", spec.exe.display()), e))?;
+    let status = match child.wait_timeout(spec.timeout) {
+        Ok(Some(status)) => status,
+        Ok(None) | Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let reason = format!(
+                "no result within {}",
+                humantime::format_duration(spec.timeout)
+            );
+            return Err(with_output(
+                case.record(Status::TimedOut, Some(reason)),
+                &mut output,
+            ));
+        }
+    };
+    let parsed = fs::read_to_string(result_file.path())
+        .ok()
+        .and_then(|t| serde_json::from_str::<CaseRecord>(&t).ok());
+    match parsed {
+        Some(record) if status.success() => Ok(record),
+        _ => {
+            let reason = format!(
+                "child process ended without a result: {}",
+                describe_exit(status)
+            );
+            Err(with_output(
+                case.record(Status::Crashed, Some(reason)),
+                &mut output,
+            ))
+        }
+    }
+}
+
+fn with_output(mut record: CaseRecord, output: &mut fs::File) -> Box<CaseRecord> {
+    record.stderr = Some(tail(output));
+    Box::new(record)
+}
+
+fn tail(file: &mut fs::File) -> String {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (_, Some(signal)) => format!("killed by signal {signal}"),
+        (Some(code), _) => format!("exit code {code}"),
+        _ => status.to_string(),
+    }
+}
+
+/// Set once a case has run in this process; a second would share CUDA state with it.
+static CASE_RAN: AtomicBool = AtomicBool::new(false);
+
+/// The child side: runs exactly one case and writes its record to `result_file`.
+pub fn child_main(id: &str, result_file: &Path) -> i32 {
+    if CASE_RAN.swap(true, Ordering::SeqCst) {
+        eprintln!("gnomon: two cases in one process; isolation is broken");
+        std::process::abort();
+    }
+    let cases = catalogue(CatalogueOptions { include_mock: true });
+    let Some(case) = cases.iter().find(|c| c.id.as_str() == id) else {
+        eprintln!("gnomon: no case with id `{id}`");
+        return exit_codes::USAGE;
+    };
+    let record = case.execute();
+    let json = serde_json::to_string(&record).expect("a case record always serializes");
+    match gnomon_reports::write_atomically(result_file, json.as_bytes()) {
+        Ok(()) => exit_codes::SUCCESS,
+        Err(e) => {
+            eprintln!("gnomon: could not write {}: {e}", result_file.display());
+            exit_codes::USAGE
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The runner. `dispatch` turns the catalogue into libtest trials, applies retries and
+//! collects records; `executor` runs one case, in this process or in a child with a time
+//! limit; `sink` keeps the report on disk, rewritten atomically after every case.
+
+mod dispatch;
+mod executor;
+mod sink;
+
+pub use dispatch::{run, RunConfig};
+pub use executor::child_main;

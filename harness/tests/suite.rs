@@ -1,0 +1,23 @@
+//! The case catalogue as a `cargo test` / `cargo nextest` target: the same runner as
+//! `gnomon run`, with isolated cases run by the built `gnomon` binary. The report goes to
+//! GNOMON_REPORT_DIR when set, else to a temporary directory removed afterwards.
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+fn main() -> ExitCode {
+    let scratch = tempfile::tempdir().expect("a temporary directory for the report");
+    let report_dir = std::env::var_os("GNOMON_REPORT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| scratch.path().into());
+    let config = gnomon::runner::RunConfig {
+        libtest: libtest_mimic::Arguments::from_args(),
+        report_dir: Some(report_dir),
+        require_arch: None,
+        case_timeout: Duration::from_secs(120),
+        retries: 0,
+        profile: "cargo-test".into(),
+        include_mock: false,
+        child_exe: PathBuf::from(env!("CARGO_BIN_EXE_gnomon")),
+    };
+    ExitCode::from(gnomon::runner::run(config) as u8)
+}

@@ -1,0 +1,10 @@
+//! Exit codes of the `gnomon` binary.
+
+/// Every selected case passed, was skipped, blocked or failed as expected.
+pub const SUCCESS: i32 = 0;
+/// At least one case failed, crashed, timed out or passed unexpectedly (libtest's code).
+pub const CASES_FAILED: i32 = 101;
+/// The command line or an input file was invalid.
+pub const USAGE: i32 = 2;
+/// A precondition of the whole run failed (for example `--require-arch` on another arch).
+pub const PRECONDITION: i32 = 3;

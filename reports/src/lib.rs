@@ -1,0 +1,31 @@
+//! Gnomon's report schema v1: stable, versioned, machine-readable types shared by the
+//! runner and by everything that reads its output, plus the renderers.
+//!
+//! Compatibility rule: fields added after v1 carry `#[serde(default)]`, so every reader of
+//! this crate reads every report an older harness wrote.
+
+mod claims;
+pub mod exit_codes;
+mod model;
+pub mod render;
+
+pub use claims::verdicts;
+pub use model::*;
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename,
+/// so a reader sees the old file or the new one, never half of one.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

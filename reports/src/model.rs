@@ -1,0 +1,259 @@
+use std::{cmp::Ordering, collections::BTreeMap, fmt};
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A case id: stable, hierarchical, free of run state (`replay/gemm/cap=64MiB/handover=exit`).
+/// Ordered segment by segment, so `cpu/a/b` sorts with `cpu/a` and before `cpu/a-b`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CaseId(String);
+
+impl CaseId {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first segment: `cpu`, `gpu`, `replay` or `mock`.
+    pub fn family(&self) -> &str {
+        self.0.split('/').next().unwrap_or_default()
+    }
+}
+
+impl Ord for CaseId {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.split('/').cmp(other.0.split('/'))
+    }
+}
+
+impl PartialOrd for CaseId {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for CaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What happened to one case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Passed,
+    Failed,
+    Crashed,
+    TimedOut,
+    /// A precondition failed before the subject ran.
+    Blocked,
+    /// A requirement is absent (no GPU, one GPU where two are needed).
+    Skipped,
+    /// Failed as an expectations entry says it will.
+    ExpectedFailure,
+    /// Passed where an expectations entry says it fails: fails the run until removed.
+    UnexpectedPass,
+    /// Failed, then passed on a retry.
+    Flaky,
+}
+
+impl Status {
+    /// Whether this status makes the run fail.
+    pub fn fails_run(self) -> bool {
+        matches!(
+            self,
+            Status::Failed | Status::Crashed | Status::TimedOut | Status::UnexpectedPass
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::Failed => "failed",
+            Status::Crashed => "crashed",
+            Status::TimedOut => "timed-out",
+            Status::Blocked => "blocked",
+            Status::Skipped => "skipped",
+            Status::ExpectedFailure => "expected-failure",
+            Status::UnexpectedPass => "unexpected-pass",
+            Status::Flaky => "flaky",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A measured value with its unit (`s`, `B`, `us/node`, …).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Metric {
+    pub value: f64,
+    pub unit: String,
+}
+
+impl Metric {
+    pub fn new(value: f64, unit: &str) -> Self {
+        Self {
+            value,
+            unit: unit.into(),
+        }
+    }
+}
+
+/// The result of one case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CaseRecord {
+    pub id: CaseId,
+    pub family: String,
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub attempts: u32,
+    pub duration_s: f64,
+    #[serde(default)]
+    pub metrics: BTreeMap<String, Metric>,
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// The tail of a child process's standard error, for cases that crashed or hung.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Run {
+    pub id: String,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub duration_s: f64,
+    pub profile: String,
+    #[serde(default)]
+    pub filters: Vec<String>,
+    /// `hash:K/N` when this report covers one partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// False while the run is still going (the report is rewritten after every case).
+    pub complete: bool,
+}
+
+/// What was qualified.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Subject {
+    pub name: String,
+    pub version: String,
+    pub commit: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Environment {
+    pub host: String,
+    pub cpu: String,
+    pub os: String,
+    pub harness_version: String,
+    pub harness_commit: String,
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvrtc_version: Option<String>,
+    /// Why no GPU case could run, when none could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_unavailable: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Gpu {
+    pub index: u32,
+    pub name: String,
+    /// `sm_90` and the like.
+    pub arch: String,
+    pub memory_bytes: u64,
+}
+
+/// Whether a claim is established, and if not, which cases stand in the way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ClaimVerdict {
+    pub claim: String,
+    pub established: bool,
+    pub cases: u32,
+    #[serde(default)]
+    pub not_passed: Vec<Shortfall>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Shortfall {
+    pub case: CaseId,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Report {
+    pub schema_version: u32,
+    pub run: Run,
+    pub subject: Subject,
+    pub environment: Environment,
+    pub cases: Vec<CaseRecord>,
+    pub claims: Vec<ClaimVerdict>,
+    pub totals: BTreeMap<Status, u32>,
+}
+
+impl Report {
+    /// Assembles a report, sorting cases by id and deriving claims and totals from them.
+    pub fn new(
+        run: Run,
+        subject: Subject,
+        environment: Environment,
+        mut cases: Vec<CaseRecord>,
+    ) -> Self {
+        cases.sort_by(|a, b| a.id.cmp(&b.id));
+        let claims = crate::verdicts(&cases);
+        let mut totals = BTreeMap::new();
+        for case in &cases {
+            *totals.entry(case.status).or_insert(0) += 1;
+        }
+        Self {
+            schema_version: SCHEMA_VERSION,
+            run,
+            subject,
+            environment,
+            cases,
+            claims,
+            totals,
+        }
+    }
+
+    pub fn from_json(text: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(text)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes") + "\n"
+    }
+
+    pub fn fails_run(&self) -> bool {
+        self.cases.iter().any(|c| c.status.fails_run())
+    }
+}
