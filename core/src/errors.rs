@@ -7,7 +7,10 @@ use thiserror::Error;
 
 /// Renders a byte count exactly, with a binary-unit reading beside it.
 pub fn bytes(n: u64) -> String {
-    format!("{n} B ({})", bytesize::ByteSize(n).display().iec())
+    match n {
+        0..1024 => format!("{n} B"),
+        _ => format!("{n} B ({})", bytesize::ByteSize(n).display().iec()),
+    }
 }
 
 fn hex_range(r: &Range<u64>) -> String {
