@@ -9,6 +9,7 @@
 mod case;
 mod check;
 pub mod cpu;
+mod gpu;
 pub mod mock;
 
 pub use case::{Case, CaseBody, Ctx, Facilities, Isolation, Requirement, Verdict};
@@ -19,11 +20,14 @@ pub use check::*;
 pub struct CatalogueOptions {
     /// The self-test cases under `mock/`.
     pub include_mock: bool,
+    /// `gpu/fault/`: kernels that fault on purpose.
+    pub include_faults: bool,
 }
 
 /// Every case, in id order.
 pub fn catalogue(options: CatalogueOptions) -> Vec<Case> {
     let mut cases = cpu::cases();
+    cases.extend(gpu::cases(options.include_faults));
     if options.include_mock {
         cases.extend(mock::cases());
     }

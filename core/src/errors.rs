@@ -340,3 +340,25 @@ pub enum TensorParallelError {
     #[error("rank {rank} disagrees with rank 0 on {what}")]
     Mismatch { rank: u32, what: String },
 }
+
+/// A call into the CUDA driver or NVRTC that did not do what was asked.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CudaError {
+    #[error("{call} failed: {code}")]
+    Driver { call: &'static str, code: String },
+    #[error("no usable CUDA device: {0}")]
+    Unavailable(String),
+    #[error("instantiate: {0}")]
+    Flags(#[from] FlagsError),
+    #[error("compile `{name}` with NVRTC (options {options:?}): {log}")]
+    Compile {
+        name: String,
+        options: Vec<String>,
+        log: String,
+    },
+    #[error("reserve {} at 0x{wanted:x}: the driver placed it at 0x{got:x}", bytes(*size))]
+    AddressNotHonoured { wanted: u64, got: u64, size: u64 },
+    #[error("{0}")]
+    Unsupported(String),
+}

@@ -15,6 +15,7 @@ pub mod cuda;
 pub mod errors;
 pub mod flags;
 pub mod format;
+pub mod params;
 pub mod shards;
 pub mod tensor_parallel;
 pub mod validate;

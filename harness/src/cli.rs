@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Include the runner's self-test cases under mock/.
     #[arg(long, hide = true)]
     pub include_mock: bool,
+    /// Include gpu/fault/ cases, whose kernels fault on purpose.
+    #[arg(long, hide = true)]
+    pub include_faults: bool,
     #[command(flatten)]
     pub libtest: libtest_mimic::Arguments,
 }
@@ -60,6 +63,7 @@ impl RunArgs {
             retries: self.retries,
             profile: self.profile,
             include_mock: self.include_mock,
+            include_faults: self.include_faults,
             child_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon")),
             libtest: self.libtest,
         }

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         retries: 0,
         profile: "cargo-test".into(),
         include_mock: false,
+        include_faults: false,
         child_exe: PathBuf::from(env!("CARGO_BIN_EXE_gnomon")),
     };
     ExitCode::from(gnomon::runner::run(config) as u8)

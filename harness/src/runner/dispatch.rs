@@ -28,6 +28,7 @@ pub struct RunConfig {
     pub retries: u32,
     pub profile: String,
     pub include_mock: bool,
+    pub include_faults: bool,
     /// The `gnomon` binary that runs isolated cases.
     pub child_exe: PathBuf,
 }
@@ -36,6 +37,7 @@ pub struct RunConfig {
 pub fn run(config: RunConfig) -> i32 {
     let cases = catalogue(CatalogueOptions {
         include_mock: config.include_mock,
+        include_faults: config.include_faults,
     });
     if config.libtest.list {
         let _ = libtest_mimic::run(

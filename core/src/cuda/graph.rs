@@ -1,0 +1,443 @@
+//! Graph templates and executables. Only capture or explicit construction makes a
+//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] makes a [`GraphExec`].
+//!
+//! NVIDIA's rules: a graph must not be used from two threads at once; an executable may be
+//! launched while its template is modified or destroyed.
+
+use std::{
+    ptr,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use cudarc::driver::sys;
+
+use super::{check, Context, Function, Result, Stream};
+use crate::{
+    contract::GraphExecutable,
+    flags::{InstantiateFlags, ReportsFlags},
+};
+
+static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
+
+/// Executables alive in this process: how a case proves an operation made none.
+pub fn live_executables() -> usize {
+    LIVE_EXECUTABLES.load(Ordering::SeqCst)
+}
+
+/// A node of a [`RetainedGraph`], by position in [`RetainedGraph::nodes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// What a node does, read back from the driver.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeKind {
+    Kernel {
+        function: String,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        params: Vec<u8>,
+        layout: Vec<crate::format::ParamSlot>,
+    },
+    Memset {
+        dst: u64,
+        value: u32,
+        element_size: u32,
+        count: u64,
+    },
+    Memcpy {
+        dst: u64,
+        src: u64,
+        bytes: u64,
+    },
+    Empty,
+    Other(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub kind: NodeKind,
+}
+
+/// A graph template (`CUgraph`), never instantiated by itself.
+pub struct RetainedGraph {
+    ctx: Context,
+    raw: sys::CUgraph,
+    /// Nodes added through the builder methods, in order.
+    added: Vec<sys::CUgraphNode>,
+}
+
+impl RetainedGraph {
+    pub(super) fn from_raw(ctx: Context, raw: sys::CUgraph) -> Self {
+        Self {
+            ctx,
+            raw,
+            added: Vec::new(),
+        }
+    }
+
+    /// An empty template to build node by node.
+    pub fn empty(ctx: &Context) -> Result<Self> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: writes one handle; destroyed in `Drop`.
+        check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut raw, 0) })?;
+        Ok(Self::from_raw(ctx.clone(), raw))
+    }
+
+    /// Instantiates with `flags` after checking them against the flags contract; refused
+    /// flags never reach the driver and create no executable.
+    pub fn instantiate(&self, flags: u64) -> Result<GraphExec> {
+        let flags = InstantiateFlags::new(flags)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: the template is live; writes one executable handle, destroyed in `Drop`.
+        check("cuGraphInstantiateWithFlags", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut raw, self.raw, flags.bits())
+        })?;
+        LIVE_EXECUTABLES.fetch_add(1, Ordering::SeqCst);
+        let mut exec = GraphExec {
+            _ctx: self.ctx.clone(),
+            raw,
+            flags,
+            reported: 0,
+            template: String::new(),
+        };
+        let mut reported = 0u64;
+        // SAFETY: `raw` is the executable just made.
+        check("cuGraphExecGetFlags", unsafe {
+            sys::cuGraphExecGetFlags(raw, &mut reported)
+        })?;
+        exec.reported = reported;
+        Ok(exec)
+    }
+
+    /// Every node, in the driver's order, with what it does.
+    pub fn nodes(&self) -> Result<Vec<NodeInfo>> {
+        self.raw_nodes()?
+            .into_iter()
+            .enumerate()
+            .map(|(i, node)| {
+                Ok(NodeInfo {
+                    id: NodeId(i),
+                    kind: node_kind(node)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every edge as `(from, to)` positions in [`Self::nodes`], sorted.
+    pub fn edges(&self) -> Result<Vec<(NodeId, NodeId)>> {
+        let nodes = self.raw_nodes()?;
+        let mut count = 0usize;
+        // SAFETY: asks for the count only.
+        check("cuGraphGetEdges", unsafe {
+            sys::cuGraphGetEdges_v2(
+                self.raw,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        let (mut from, mut to) = (vec![ptr::null_mut(); count], vec![ptr::null_mut(); count]);
+        // SAFETY: both arrays hold `count` entries.
+        check("cuGraphGetEdges", unsafe {
+            sys::cuGraphGetEdges_v2(
+                self.raw,
+                from.as_mut_ptr(),
+                to.as_mut_ptr(),
+                ptr::null_mut(),
+                &mut count,
+            )
+        })?;
+        let position = |n: sys::CUgraphNode| {
+            NodeId(
+                nodes
+                    .iter()
+                    .position(|&m| m == n)
+                    .expect("edge endpoints are nodes of the graph"),
+            )
+        };
+        let mut edges: Vec<_> = from
+            .iter()
+            .zip(&to)
+            .map(|(&f, &t)| (position(f), position(t)))
+            .collect();
+        edges.sort_unstable();
+        Ok(edges)
+    }
+
+    fn raw_nodes(&self) -> Result<Vec<sys::CUgraphNode>> {
+        let mut count = 0usize;
+        // SAFETY: asks for the count only.
+        check("cuGraphGetNodes", unsafe {
+            sys::cuGraphGetNodes(self.raw, ptr::null_mut(), &mut count)
+        })?;
+        let mut nodes = vec![ptr::null_mut(); count];
+        // SAFETY: `nodes` holds `count` entries.
+        check("cuGraphGetNodes", unsafe {
+            sys::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count)
+        })?;
+        Ok(nodes)
+    }
+
+    fn deps(&self, deps: &[NodeId]) -> Vec<sys::CUgraphNode> {
+        deps.iter().map(|d| self.added[d.0]).collect()
+    }
+
+    fn push(&mut self, node: sys::CUgraphNode) -> NodeId {
+        self.added.push(node);
+        NodeId(self.added.len() - 1)
+    }
+
+    /// Adds a kernel node from recorded parameter bytes; `deps` are ids returned by
+    /// earlier `add_*` calls.
+    pub fn add_kernel(
+        &mut self,
+        function: &Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        params: &[u8],
+        deps: &[NodeId],
+    ) -> Result<NodeId> {
+        let mut pointers = function.param_pointers(params)?;
+        let deps = self.deps(deps);
+        // SAFETY: zeroed is a valid bit pattern for this C struct; every field used is set.
+        let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+        p.func = function.raw();
+        (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
+        (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
+        p.sharedMemBytes = shared_mem;
+        p.kernelParams = pointers.as_mut_ptr();
+        let mut node = ptr::null_mut();
+        // SAFETY: `pointers` point into `params`, alive across the call; the driver copies
+        // the parameter values when the node is added.
+        check("cuGraphAddKernelNode", unsafe {
+            sys::cuGraphAddKernelNode_v2(&mut node, self.raw, deps.as_ptr(), deps.len(), &p)
+        })?;
+        Ok(self.push(node))
+    }
+
+    /// Adds a memset node of `count` elements of `element_size` bytes.
+    ///
+    /// # Safety
+    /// `dst..dst + count * element_size` must be device memory of this context whenever
+    /// an executable of this graph runs.
+    pub unsafe fn add_memset(
+        &mut self,
+        dst: u64,
+        value: u32,
+        element_size: u32,
+        count: u64,
+        deps: &[NodeId],
+    ) -> Result<NodeId> {
+        let deps = self.deps(deps);
+        let p = sys::CUDA_MEMSET_NODE_PARAMS {
+            dst,
+            pitch: 0,
+            value,
+            elementSize: element_size,
+            width: count as usize,
+            height: 1,
+        };
+        let mut node = ptr::null_mut();
+        check(
+            "cuGraphAddMemsetNode",
+            sys::cuGraphAddMemsetNode(
+                &mut node,
+                self.raw,
+                deps.as_ptr(),
+                deps.len(),
+                &p,
+                self.ctx.0.raw,
+            ),
+        )?;
+        Ok(self.push(node))
+    }
+
+    /// Adds a device-to-device copy node.
+    ///
+    /// # Safety
+    /// Both ranges must be device memory of this context whenever an executable runs.
+    pub unsafe fn add_memcpy(
+        &mut self,
+        dst: u64,
+        src: u64,
+        bytes: u64,
+        deps: &[NodeId],
+    ) -> Result<NodeId> {
+        let deps = self.deps(deps);
+        let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
+        p.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        p.srcDevice = src;
+        p.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        p.dstDevice = dst;
+        (p.WidthInBytes, p.Height, p.Depth) = (bytes as usize, 1, 1);
+        let mut node = ptr::null_mut();
+        check(
+            "cuGraphAddMemcpyNode",
+            sys::cuGraphAddMemcpyNode(
+                &mut node,
+                self.raw,
+                deps.as_ptr(),
+                deps.len(),
+                &p,
+                self.ctx.0.raw,
+            ),
+        )?;
+        Ok(self.push(node))
+    }
+
+    pub fn add_empty(&mut self, deps: &[NodeId]) -> Result<NodeId> {
+        let deps = self.deps(deps);
+        let mut node = ptr::null_mut();
+        // SAFETY: `deps` are nodes of this graph.
+        check("cuGraphAddEmptyNode", unsafe {
+            sys::cuGraphAddEmptyNode(&mut node, self.raw, deps.as_ptr(), deps.len())
+        })?;
+        Ok(self.push(node))
+    }
+}
+
+impl Drop for RetainedGraph {
+    fn drop(&mut self) {
+        // SAFETY: destroys the template; executables made from it stay valid.
+        unsafe {
+            let _ = sys::cuGraphDestroy(self.raw);
+        }
+    }
+}
+
+fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
+    use sys::CUgraphNodeType::*;
+    let mut ty = CU_GRAPH_NODE_TYPE_EMPTY;
+    // SAFETY: `node` belongs to a live graph.
+    check("cuGraphNodeGetType", unsafe {
+        sys::cuGraphNodeGetType(node, &mut ty)
+    })?;
+    match ty {
+        CU_GRAPH_NODE_TYPE_KERNEL => kernel_node(node),
+        CU_GRAPH_NODE_TYPE_MEMSET => {
+            // SAFETY: a memset node; the struct is plain data.
+            let mut p: sys::CUDA_MEMSET_NODE_PARAMS = unsafe { std::mem::zeroed() };
+            check("cuGraphMemsetNodeGetParams", unsafe {
+                sys::cuGraphMemsetNodeGetParams(node, &mut p)
+            })?;
+            Ok(NodeKind::Memset {
+                dst: p.dst,
+                value: p.value,
+                element_size: p.elementSize,
+                count: (p.width * p.height) as u64,
+            })
+        }
+        CU_GRAPH_NODE_TYPE_MEMCPY => {
+            // SAFETY: a memcpy node; the struct is plain data.
+            let mut p: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
+            check("cuGraphMemcpyNodeGetParams", unsafe {
+                sys::cuGraphMemcpyNodeGetParams(node, &mut p)
+            })?;
+            Ok(NodeKind::Memcpy {
+                dst: p.dstDevice,
+                src: p.srcDevice,
+                bytes: (p.WidthInBytes * p.Height.max(1) * p.Depth.max(1)) as u64,
+            })
+        }
+        CU_GRAPH_NODE_TYPE_EMPTY => Ok(NodeKind::Empty),
+        other => Ok(NodeKind::Other(format!("{other:?}"))),
+    }
+}
+
+/// Reads a kernel node's function and copies its parameter values per the layout the
+/// driver reports for that function.
+fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
+    // SAFETY: a kernel node; the struct is plain data filled by the driver.
+    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+    check("cuGraphKernelNodeGetParams", unsafe {
+        sys::cuGraphKernelNodeGetParams_v2(node, &mut p)
+    })?;
+    let function = Function::from_node(p.func)?;
+    let mut params = vec![0u8; function.param_bytes() as usize];
+    for (i, slot) in function.layout().iter().enumerate() {
+        // SAFETY: the driver returns one pointer per parameter, each to `slot.size` bytes,
+        // valid while the node is unchanged.
+        unsafe {
+            let src = *p.kernelParams.add(i) as *const u8;
+            ptr::copy_nonoverlapping(
+                src,
+                params[slot.offset as usize..].as_mut_ptr(),
+                slot.size as usize,
+            );
+        }
+    }
+    Ok(NodeKind::Kernel {
+        function: function.name().to_owned(),
+        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+        shared_mem: p.sharedMemBytes,
+        params,
+        layout: function.layout().to_vec(),
+    })
+}
+
+/// An executable (`CUgraphExec`), with the flags it was instantiated with and the flags
+/// the driver reported right after.
+pub struct GraphExec {
+    _ctx: Context,
+    raw: sys::CUgraphExec,
+    flags: InstantiateFlags,
+    reported: u64,
+    template: String,
+}
+
+impl GraphExec {
+    /// Names the template this executable was made from (for replay plans).
+    pub fn named(mut self, template: &str) -> Self {
+        self.template = template.into();
+        self
+    }
+
+    pub fn upload(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        check("cuGraphUpload", unsafe {
+            sys::cuGraphUpload(self.raw, stream.raw())
+        })
+    }
+
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        check("cuGraphLaunch", unsafe {
+            sys::cuGraphLaunch(self.raw, stream.raw())
+        })
+    }
+}
+
+impl ReportsFlags for GraphExec {
+    fn instantiated_flags(&self) -> InstantiateFlags {
+        self.flags
+    }
+
+    fn reported_flags(&self) -> u64 {
+        self.reported
+    }
+}
+
+impl GraphExecutable for GraphExec {
+    fn template_name(&self) -> &str {
+        &self.template
+    }
+
+    fn flags(&self) -> InstantiateFlags {
+        self.flags
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: destroys the executable made in `instantiate`.
+        unsafe {
+            let _ = sys::cuGraphExecDestroy(self.raw);
+        }
+        LIVE_EXECUTABLES.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,456 @@
+//! The only module that talks to the CUDA driver and NVRTC; all `unsafe` in Gnomon lives
+//! here. Three layers, as in cudarc: raw bindings (`cudarc::driver::sys`), calls that
+//! return `Result` (the `check` helper), and the owning types below, which release their
+//! handles in `Drop`. Libraries load at run time, so a binary built without CUDA runs on
+//! a GPU machine unchanged, and on a machine without one [`preflight`] says why.
+//!
+//! Thread safety: a [`Context`] makes the device's primary context current on the thread
+//! that creates it; every other type must be used on that thread. Gnomon runs each GPU
+//! case in its own single-threaded process.
+
+mod graph;
+mod module;
+mod vmm;
+
+use std::{ffi::c_void, ptr, sync::Arc};
+
+use cudarc::driver::{result as cu, sys};
+
+pub use graph::{live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
+pub use module::{compile_ptx, Function, Module};
+pub use vmm::{ArenaMapping, MappedShard};
+
+pub use crate::errors::CudaError;
+
+pub type Result<T> = std::result::Result<T, CudaError>;
+
+/// Turns a driver status into a `Result` that names the call.
+fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
+    status.result().map_err(|e| CudaError::Driver {
+        call,
+        code: describe(e),
+    })
+}
+
+/// `CUDA_ERROR_X (text)` for a driver error.
+pub fn describe(e: cu::DriverError) -> String {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{name} ({text})")
+}
+
+/// What preflight records about one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub ordinal: u32,
+    pub name: String,
+    /// Compute capability as major*10 + minor.
+    pub sm: u32,
+    pub total_memory: u64,
+}
+
+/// The driver's and NVRTC's versions and the devices present.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preflight {
+    /// As `cuDriverGetVersion` reports it (13000 for CUDA 13.0).
+    pub driver_version: u32,
+    /// `major.minor`, or why NVRTC is unusable.
+    pub nvrtc_version: std::result::Result<String, String>,
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// Finds the driver and the devices, or says in words why there are none.
+pub fn preflight() -> std::result::Result<Preflight, String> {
+    init().map_err(|e| e.to_string())?;
+    let count = cu::device::get_count().map_err(describe)?;
+    if count == 0 {
+        return Err("the CUDA driver reports no devices".into());
+    }
+    let devices = (0..count)
+        .map(|o| device_info(o).map_err(|e| e.to_string()))
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(Preflight {
+        driver_version: driver_version().map_err(|e| e.to_string())?,
+        nvrtc_version: module::nvrtc_version(),
+        devices,
+    })
+}
+
+fn init() -> Result<()> {
+    // SAFETY: only probes whether the shared library can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(CudaError::Unavailable(
+            "the CUDA driver library (libcuda) is not installed".into(),
+        ));
+    }
+    cu::init().map_err(|e| CudaError::Unavailable(format!("cuInit failed: {}", describe(e))))
+}
+
+pub fn driver_version() -> Result<u32> {
+    let mut version = 0;
+    // SAFETY: writes one int through a valid pointer.
+    check("cuDriverGetVersion", unsafe {
+        sys::cuDriverGetVersion(&mut version)
+    })?;
+    Ok(version as u32)
+}
+
+fn device_info(ordinal: i32) -> Result<DeviceInfo> {
+    use sys::CUdevice_attribute::*;
+    let err = |call| {
+        move |e| CudaError::Driver {
+            call,
+            code: describe(e),
+        }
+    };
+    let dev = cu::device::get(ordinal).map_err(err("cuDeviceGet"))?;
+    // SAFETY: `dev` is a valid device handle from cuDeviceGet.
+    let (major, minor, total) = unsafe {
+        (
+            cu::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+                .map_err(err("cuDeviceGetAttribute"))?,
+            cu::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+                .map_err(err("cuDeviceGetAttribute"))?,
+            cu::device::total_mem(dev).map_err(err("cuDeviceTotalMem"))?,
+        )
+    };
+    let name = cu::device::get_name(dev).map_err(err("cuDeviceGetName"))?;
+    Ok(DeviceInfo {
+        ordinal: ordinal as u32,
+        name,
+        sm: (major * 10 + minor) as u32,
+        total_memory: total as u64,
+    })
+}
+
+struct ContextInner {
+    device: sys::CUdevice,
+    raw: sys::CUcontext,
+    info: DeviceInfo,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain taken in `Context::new`; every resource holding an
+        // `Arc<ContextInner>` is gone by now.
+        unsafe {
+            let _ = cu::primary_ctx::release(self.device);
+        }
+    }
+}
+
+/// A device's primary context, current on the creating thread. Cheap to clone; every
+/// resource keeps one, so the context outlives what was made in it.
+#[derive(Clone)]
+pub struct Context(Arc<ContextInner>);
+
+impl Context {
+    pub fn new(ordinal: u32) -> Result<Self> {
+        init()?;
+        let info = device_info(ordinal as i32)?;
+        let device = cu::device::get(ordinal as i32).map_err(|e| CudaError::Driver {
+            call: "cuDeviceGet",
+            code: describe(e),
+        })?;
+        // SAFETY: `device` is valid; the retain is released in `ContextInner::drop`.
+        let raw = unsafe { cu::primary_ctx::retain(device) }.map_err(|e| CudaError::Driver {
+            call: "cuDevicePrimaryCtxRetain",
+            code: describe(e),
+        })?;
+        // SAFETY: `raw` is the context just retained.
+        unsafe { cu::ctx::set_current(raw) }.map_err(|e| CudaError::Driver {
+            call: "cuCtxSetCurrent",
+            code: describe(e),
+        })?;
+        Ok(Self(Arc::new(ContextInner { device, raw, info })))
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.0.info
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: no arguments; waits for the current context.
+        check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory(&self) -> Result<(u64, u64)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: writes two sizes through valid pointers.
+        check("cuMemGetInfo", unsafe {
+            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })?;
+        Ok((free as u64, total as u64))
+    }
+
+    pub fn stream(&self) -> Result<Stream> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: writes one handle; destroyed in `Stream::drop`.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        Ok(Stream {
+            _ctx: self.clone(),
+            raw,
+        })
+    }
+
+    pub fn event(&self) -> Result<Event> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: writes one handle; destroyed in `Event::drop`.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
+        })?;
+        Ok(Event {
+            _ctx: self.clone(),
+            raw,
+        })
+    }
+
+    /// Device memory from `cuMemAlloc`, zeroed.
+    pub fn alloc(&self, bytes: u64) -> Result<DeviceBuffer> {
+        let mut ptr = 0;
+        // SAFETY: writes one device pointer; freed in `DeviceBuffer::drop`.
+        check("cuMemAlloc", unsafe {
+            sys::cuMemAlloc_v2(&mut ptr, bytes as usize)
+        })?;
+        let buffer = DeviceBuffer {
+            _ctx: self.clone(),
+            ptr,
+            bytes,
+        };
+        // SAFETY: `ptr` covers `bytes` bytes just allocated.
+        check("cuMemsetD8", unsafe {
+            sys::cuMemsetD8_v2(ptr, 0, bytes as usize)
+        })?;
+        Ok(buffer)
+    }
+
+    /// Copies host bytes to device address `dst`.
+    ///
+    /// # Safety
+    /// `dst..dst + bytes.len()` must be device memory mapped in this context.
+    pub unsafe fn write(&self, dst: u64, bytes: &[u8]) -> Result<()> {
+        check(
+            "cuMemcpyHtoD",
+            sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()),
+        )
+    }
+
+    /// Copies `len` bytes at device address `src` to the host.
+    ///
+    /// # Safety
+    /// `src..src + len` must be device memory mapped in this context.
+    pub unsafe fn read(&self, src: u64, len: u64) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len as usize];
+        check(
+            "cuMemcpyDtoH",
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize),
+        )?;
+        Ok(out)
+    }
+}
+
+/// A `cuMemAlloc` allocation. Reads and writes are bounds-checked against its size.
+pub struct DeviceBuffer {
+    _ctx: Context,
+    ptr: u64,
+    bytes: u64,
+}
+
+impl DeviceBuffer {
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    pub fn upload(&self, bytes: &[u8]) -> Result<()> {
+        self.fits(bytes.len() as u64)?;
+        // SAFETY: bounds checked against this allocation.
+        unsafe { self._ctx.write(self.ptr, bytes) }
+    }
+
+    pub fn download(&self) -> Result<Vec<u8>> {
+        // SAFETY: the whole allocation.
+        unsafe { self._ctx.read(self.ptr, self.bytes) }
+    }
+
+    fn fits(&self, len: u64) -> Result<()> {
+        if len > self.bytes {
+            return Err(CudaError::Unsupported(format!(
+                "{len} bytes do not fit a buffer of {}",
+                self.bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: frees the allocation made in `Context::alloc`.
+        unsafe {
+            let _ = sys::cuMemFree_v2(self.ptr);
+        }
+    }
+}
+
+/// A non-blocking stream.
+pub struct Stream {
+    _ctx: Context,
+    raw: sys::CUstream,
+}
+
+impl Stream {
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: `raw` is a live stream.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.raw)
+        })
+    }
+
+    /// Launches `function` with parameters laid out per its recorded slots.
+    pub fn launch(
+        &self,
+        function: &Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u32,
+        params: &[u8],
+    ) -> Result<()> {
+        let mut pointers = function.param_pointers(params)?;
+        // SAFETY: `pointers` holds one pointer per parameter into `params`, which lives
+        // until the call returns; the driver copies the values during the call.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                function.raw(),
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_mem,
+                self.raw,
+                pointers.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        })
+    }
+
+    /// Sets `count` 32-bit words at `dst` to `value`.
+    ///
+    /// # Safety
+    /// `dst..dst + 4 * count` must be device memory of this context.
+    pub unsafe fn memset_u32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
+        check(
+            "cuMemsetD32Async",
+            sys::cuMemsetD32Async(dst, value, count as usize, self.raw),
+        )
+    }
+
+    /// Copies `bytes` from `src` to `dst` on the device.
+    ///
+    /// # Safety
+    /// Both ranges must be device memory of this context.
+    pub unsafe fn copy(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
+        check(
+            "cuMemcpyDtoDAsync",
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, self.raw),
+        )
+    }
+
+    pub fn record(&self, event: &Event) -> Result<()> {
+        // SAFETY: both handles are live.
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(event.raw, self.raw)
+        })
+    }
+
+    pub fn wait(&self, event: &Event) -> Result<()> {
+        // SAFETY: both handles are live.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.raw, event.raw, 0)
+        })
+    }
+
+    /// Captures what `issue` enqueues (on this stream and on streams that join it) into a
+    /// retained template. No executable is created. Capture is ended even if `issue`
+    /// fails, so the stream is usable afterwards.
+    pub fn capture(&self, issue: impl FnOnce(&Stream) -> Result<()>) -> Result<RetainedGraph> {
+        use sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL as MODE;
+        // SAFETY: `raw` is a live stream not already capturing.
+        check("cuStreamBeginCapture", unsafe {
+            sys::cuStreamBeginCapture_v2(self.raw, MODE)
+        })?;
+        let issued = issue(self);
+        let mut graph = ptr::null_mut();
+        // SAFETY: ends the capture begun above; on success `graph` is a new template.
+        let ended = check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(self.raw, &mut graph)
+        });
+        let template =
+            (!graph.is_null()).then(|| RetainedGraph::from_raw(self._ctx.clone(), graph));
+        issued?;
+        ended?;
+        template.ok_or_else(|| CudaError::Unsupported("capture produced no graph".into()))
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.raw
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroys the stream made in `Context::stream`.
+        unsafe {
+            let _ = sys::cuStreamDestroy_v2(self.raw);
+        }
+    }
+}
+
+/// A timing event.
+pub struct Event {
+    _ctx: Context,
+    raw: sys::CUevent,
+}
+
+impl Event {
+    /// Milliseconds from `self` to `end`, both recorded and completed.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        let mut ms = 0.0;
+        // SAFETY: both events are live; synchronizes on `end` first.
+        unsafe {
+            check("cuEventSynchronize", sys::cuEventSynchronize(end.raw))?;
+            check(
+                "cuEventElapsedTime",
+                sys::cuEventElapsedTime_v2(&mut ms, self.raw, end.raw),
+            )?;
+        }
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys the event made in `Context::event`.
+        unsafe {
+            let _ = sys::cuEventDestroy_v2(self.raw);
+        }
+    }
+}

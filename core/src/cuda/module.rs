@@ -1,0 +1,196 @@
+//! Modules, their functions and parameter layouts, and NVRTC.
+
+use std::{
+    ffi::{c_void, CStr, CString},
+    ptr,
+    sync::Arc,
+};
+
+use cudarc::driver::sys;
+
+use super::{check, Context, CudaError, Result};
+use crate::format::ParamSlot;
+
+/// Compiles CUDA C to PTX for `arch` (`sm_90`); a failure keeps the options and the log.
+pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {
+    use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+    // SAFETY: only probes whether the shared library can be loaded.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(CudaError::Unavailable(
+            "NVRTC (libnvrtc) is not installed".into(),
+        ));
+    }
+    let options = CompileOptions {
+        arch: Some(leak(arch)),
+        ..Default::default()
+    };
+    let compile_error = |log: String| CudaError::Compile {
+        name: name.into(),
+        options: vec![format!("--gpu-architecture={arch}")],
+        log,
+    };
+    match compile_ptx_with_opts(source, options) {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(CompileError::CompileError { log, .. }) => {
+            Err(compile_error(log.to_string_lossy().into_owned()))
+        }
+        Err(other) => Err(compile_error(format!("{other:?}"))),
+    }
+}
+
+/// cudarc's options take `&'static str`; arch names are few and fixed, so leaking is bounded.
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+pub(super) fn nvrtc_version() -> std::result::Result<String, String> {
+    use cudarc::nvrtc::sys as nv;
+    // SAFETY: only probes whether the shared library can be loaded.
+    if !unsafe { nv::is_culib_present() } {
+        return Err("NVRTC (libnvrtc) is not installed".into());
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints through valid pointers.
+    unsafe { nv::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(format!("{major}.{minor}"))
+}
+
+struct ModuleInner {
+    _ctx: Context,
+    raw: sys::CUmodule,
+}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        // SAFETY: unloads the module loaded in `Module::load`; no `Function` outlives it.
+        unsafe {
+            let _ = sys::cuModuleUnload(self.raw);
+        }
+    }
+}
+
+/// A loaded module (PTX or cubin).
+#[derive(Clone)]
+pub struct Module(Arc<ModuleInner>);
+
+impl Module {
+    /// Loads a PTX text or cubin image.
+    pub fn load(ctx: &Context, image: &[u8]) -> Result<Self> {
+        let mut owned = image.to_vec();
+        owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
+        let mut raw = ptr::null_mut();
+        // SAFETY: `owned` is a complete image that lives across the call.
+        check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void)
+        })?;
+        Ok(Self(Arc::new(ModuleInner {
+            _ctx: ctx.clone(),
+            raw,
+        })))
+    }
+
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let c_name = CString::new(name)
+            .map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: the module is loaded and `c_name` is NUL-terminated.
+        check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut raw, self.0.raw, c_name.as_ptr())
+        })?;
+        let layout = param_layout(raw)?;
+        Ok(Function {
+            _module: Some(self.clone()),
+            raw,
+            name: name.into(),
+            layout,
+        })
+    }
+}
+
+/// A kernel with its parameter layout as the driver reports it.
+#[derive(Clone)]
+pub struct Function {
+    /// Keeps the module loaded; `None` for functions found in a graph node.
+    _module: Option<Module>,
+    raw: sys::CUfunction,
+    name: String,
+    layout: Vec<ParamSlot>,
+}
+
+impl Function {
+    /// A function handle read from a graph node; its module outlives the graph.
+    pub(super) fn from_node(raw: sys::CUfunction) -> Result<Self> {
+        let mut name_ptr = ptr::null();
+        // SAFETY: `raw` came from a kernel node of a live graph.
+        check("cuFuncGetName", unsafe {
+            sys::cuFuncGetName(&mut name_ptr, raw)
+        })?;
+        // SAFETY: the driver returns a NUL-terminated name it owns.
+        let name = unsafe { CStr::from_ptr(name_ptr) }
+            .to_string_lossy()
+            .into_owned();
+        Ok(Self {
+            _module: None,
+            raw,
+            name,
+            layout: param_layout(raw)?,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn layout(&self) -> &[ParamSlot] {
+        &self.layout
+    }
+
+    pub fn param_bytes(&self) -> u64 {
+        self.layout
+            .iter()
+            .map(|p| p.offset + p.size)
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub(super) fn raw(&self) -> sys::CUfunction {
+        self.raw
+    }
+
+    /// One pointer per parameter into `params`, after checking its length.
+    pub(super) fn param_pointers(&self, params: &[u8]) -> Result<Vec<*mut c_void>> {
+        if params.len() as u64 != self.param_bytes() {
+            return Err(CudaError::Unsupported(format!(
+                "`{}` takes {} parameter bytes, {} given",
+                self.name,
+                self.param_bytes(),
+                params.len()
+            )));
+        }
+        Ok(self
+            .layout
+            .iter()
+            .map(|slot| params[slot.offset as usize..].as_ptr() as *mut c_void)
+            .collect())
+    }
+}
+
+/// Asks `cuFuncGetParamInfo` for each parameter until the driver says there is none.
+fn param_layout(raw: sys::CUfunction) -> Result<Vec<ParamSlot>> {
+    let mut layout = Vec::new();
+    loop {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: `raw` is a live function; writes two sizes through valid pointers.
+        let status = unsafe { sys::cuFuncGetParamInfo(raw, layout.len(), &mut offset, &mut size) };
+        match status {
+            sys::CUresult::CUDA_SUCCESS => layout.push(ParamSlot {
+                offset: offset as u64,
+                size: size as u64,
+            }),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(layout),
+            other => return check("cuFuncGetParamInfo", other).map(|_| layout),
+        }
+    }
+}
