@@ -3,11 +3,11 @@
 
 use std::{
     path::PathBuf,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
 
-use gnomon_cases::{catalogue, Case, CatalogueOptions};
+use gnomon_cases::{catalogue, Case, CatalogueOptions, Requirement};
 use gnomon_reports::{exit_codes, CaseRecord, Environment, Run, Status, Subject};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
@@ -84,6 +84,7 @@ pub fn run(config: RunConfig) -> i32 {
             timeout: config.case_timeout,
         },
         retries: config.retries,
+        gpu: Mutex::new(()),
     });
     let trials = cases
         .into_iter()
@@ -114,13 +115,20 @@ pub fn run(config: RunConfig) -> i32 {
 struct Policy {
     child: ChildSpec,
     retries: u32,
+    /// Held while a GPU case runs: GPU cases measure device memory and time, which other
+    /// processes on the same device would disturb, so they run one at a time.
+    gpu: Mutex<()>,
 }
 
 fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<ReportSink>) -> Trial {
     Trial::ignorable_test(case.id.to_string(), move || {
         let record = match unmet {
             Some(reason) => case.record(Status::Skipped, Some(reason)),
-            None => attempt(&case, &policy),
+            None if case.requires == Requirement::Nothing => attempt(&case, &policy),
+            None => {
+                let _one_gpu_case_at_a_time = policy.gpu.lock().unwrap_or_else(|e| e.into_inner());
+                attempt(&case, &policy)
+            }
         };
         let outcome = outcome(&record);
         sink.add(record);
