@@ -17,6 +17,16 @@ pub enum Verdict {
     Skipped(String),
 }
 
+impl Verdict {
+    pub fn into_status(self) -> (Status, String) {
+        match self {
+            Verdict::Failed(r) => (Status::Failed, r),
+            Verdict::Blocked(r) => (Status::Blocked, r),
+            Verdict::Skipped(r) => (Status::Skipped, r),
+        }
+    }
+}
+
 /// What a case body may record while it runs.
 #[derive(Debug, Default)]
 pub struct Ctx {
@@ -128,9 +138,10 @@ impl Case {
             });
         let (status, reason) = match result {
             Ok(()) => (Status::Passed, None),
-            Err(Verdict::Failed(r)) => (Status::Failed, Some(r)),
-            Err(Verdict::Blocked(r)) => (Status::Blocked, Some(r)),
-            Err(Verdict::Skipped(r)) => (Status::Skipped, Some(r)),
+            Err(verdict) => {
+                let (status, reason) = verdict.into_status();
+                (status, Some(reason))
+            }
         };
         let mut record = self.record(status, reason);
         record.duration_s = started.elapsed().as_secs_f64();

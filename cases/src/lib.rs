@@ -11,6 +11,7 @@ mod check;
 pub mod cpu;
 mod gpu;
 pub mod mock;
+pub mod replay;
 
 pub use case::{Case, CaseBody, Ctx, Facilities, Isolation, Requirement, Verdict};
 pub use check::*;
@@ -28,6 +29,7 @@ pub struct CatalogueOptions {
 pub fn catalogue(options: CatalogueOptions) -> Vec<Case> {
     let mut cases = cpu::cases();
     cases.extend(gpu::cases(options.include_faults));
+    cases.extend(replay::cases());
     if options.include_mock {
         cases.extend(mock::cases());
     }

@@ -362,3 +362,52 @@ pub enum CudaError {
     #[error("{0}")]
     Unsupported(String),
 }
+
+/// Exporting retained templates into a core.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error("template `{template}`: {what}")]
+    Node { template: String, what: String },
+    #[error("the written core does not validate: {0}")]
+    Invalid(#[from] ValidationError),
+}
+
+/// Replaying a core natively.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    #[error("core was exported on {what} {core}, this device has {device}")]
+    ContextMismatch {
+        what: &'static str,
+        core: String,
+        device: String,
+    },
+    #[error("function `{function}` of module `{module}`: the driver reports parameter layout {driver:?}, the core records {recorded:?}")]
+    LayoutMismatch {
+        module: String,
+        function: String,
+        recorded: Vec<(u64, u64)>,
+        driver: Vec<(u64, u64)>,
+    },
+    #[error("node `{node}` of template `{template}` is a {kind} node, which native replay does not rebuild")]
+    UnsupportedNode {
+        template: String,
+        node: String,
+        kind: &'static str,
+    },
+    #[error("read shard {index} ({file}): {source}")]
+    Shard {
+        index: u32,
+        file: String,
+        source: std::io::Error,
+    },
+}

@@ -22,6 +22,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the case catalogue: CPU cases always, GPU cases where a GPU is present.
     Run(RunArgs),
+    /// Validate a core and replay it natively on device 0, at its fixed addresses.
+    Replay(ReplayArgs),
+    /// Export a fixture workload's core and exit (the exporting process of a replay case).
+    #[command(name = "__export", hide = true)]
+    Export(ExportArgs),
     /// Run one case in this process and write its record (used by `run` for isolation).
     #[command(name = "__run-case", hide = true)]
     RunCase(RunCaseArgs),
@@ -75,4 +80,25 @@ pub struct RunCaseArgs {
     pub case: String,
     #[arg(long)]
     pub result_file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The core directory (holding manifest.json).
+    pub core: PathBuf,
+    /// Also write the outcome and stage timings as JSON here.
+    #[arg(long)]
+    pub result: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    pub workload: String,
+    /// Shard cap in bytes.
+    #[arg(long)]
+    pub cap: u64,
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub result: Option<PathBuf>,
 }

@@ -1,0 +1,136 @@
+//! `replay/`: export from retained templates and native replay at fixed addresses, over
+//! shard cap {64 GiB, 64 MiB} × handover {exit, direct} × workload; bad cores refused on
+//! the GPU path; and the smallest reservation the driver places where asked.
+
+mod bad_core;
+mod native;
+mod pipeline;
+mod reservation;
+
+use std::{path::Path, process::Command, time::Instant};
+
+use gnomon_core::{format::Core, replay::Executables, shards::GIB, shards::MIB};
+use gnomon_fixtures::workloads::{all, Workload};
+
+pub use native::{export_command, replay_command, StepOutcome};
+use pipeline::{export, Handover};
+
+use crate::{Case, Ctx, Requirement, Verdict};
+
+const CLAIM: &str = "native-replay";
+const CAPS: [(&str, u64); 2] = [("64GiB", 64 * GIB), ("64MiB", 64 * MIB)];
+
+pub fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for w in all() {
+        for (cap_name, cap) in CAPS {
+            for (handover_name, handover) in
+                [("exit", Handover::Exit), ("direct", Handover::Direct)]
+            {
+                let id = format!(
+                    "replay/{}/cap={cap_name}/handover={handover_name}",
+                    w.name()
+                );
+                let case = Case::cpu(&id, CLAIM, move |ctx| match handover {
+                    Handover::Exit => exit_handover(w, cap, ctx),
+                    Handover::Direct => direct_handover(w, cap, ctx),
+                });
+                cases.push(
+                    case.requiring(Requirement::Gpus(1))
+                        .isolated()
+                        .with_parameter("cap", cap_name)
+                        .with_parameter("handover", handover_name),
+                );
+            }
+        }
+    }
+    cases.extend(bad_core::cases());
+    cases.extend(reservation::cases());
+    cases
+}
+
+fn record(ctx: &mut Ctx, metrics: Vec<(String, f64, String)>) {
+    for (name, value, unit) in metrics {
+        ctx.metric(&name, value, &unit);
+    }
+}
+
+fn scratch() -> Result<tempfile::TempDir, Verdict> {
+    tempfile::tempdir().map_err(|e| Verdict::Blocked(format!("no scratch directory: {e}")))
+}
+
+/// The exporter runs as its own process and exits; the core is moved to another path;
+/// a fresh process replays it from disk.
+fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
+    let tmp = scratch()?;
+    let (written, moved) = (
+        tmp.path().join("exported"),
+        tmp.path().join("elsewhere").join("core"),
+    );
+    let mut metrics = Vec::new();
+    let export_args = ["__export", w.name(), "--cap", &cap.to_string(), "--dir"].map(String::from);
+    let outcome = helper(&export_args, &written, &tmp.path().join("export.json"));
+    outcome.into_result(&mut metrics)?;
+    std::fs::create_dir_all(moved.parent().expect("has a parent"))
+        .map_err(|e| Verdict::Blocked(e.to_string()))?;
+    std::fs::rename(&written, &moved)
+        .map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
+    let replayed = helper(
+        &["replay".to_owned()],
+        &moved,
+        &tmp.path().join("replay.json"),
+    );
+    let result = replayed.into_result(&mut metrics);
+    record(ctx, metrics);
+    result
+}
+
+/// Runs `gnomon ARGS DIR --result RESULT` and reads its outcome.
+fn helper(args: &[String], dir: &Path, result: &Path) -> StepOutcome {
+    let exe = std::env::current_exe().expect("the running gnomon binary");
+    let status = Command::new(exe)
+        .args(args)
+        .arg(dir)
+        .arg("--result")
+        .arg(result)
+        .status();
+    let read = std::fs::read_to_string(result)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    read.unwrap_or_else(|| StepOutcome {
+        reason: Some(format!(
+            "`gnomon {}` gave no result ({status:?})",
+            args.join(" ")
+        )),
+        ..Default::default()
+    })
+}
+
+/// In one process: export, then hand the live executables to the native side, which
+/// validates the written core and launches them without re-instantiating.
+fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
+    let tmp = scratch()?;
+    let dir = tmp.path().join("core");
+    let exported = export(w, cap, &dir, Handover::Direct)?;
+    let started = Instant::now();
+    let core = Core::open(&dir)
+        .map_err(|e| Verdict::Failed(format!("the exported core is refused: {e}")))?;
+    let mut metrics: Vec<_> = exported
+        .metrics
+        .iter()
+        .map(|(k, v, u)| (k.to_string(), *v, u.to_string()))
+        .collect();
+    metrics.push((
+        "restore-read-s".into(),
+        started.elapsed().as_secs_f64(),
+        "s".into(),
+    ));
+    let result = native::replay_and_check(
+        &core,
+        &exported.session.ctx,
+        Executables::Handed(exported.handed),
+    );
+    let replayed = result.map(|m| metrics.extend(m));
+    record(ctx, metrics);
+    replayed
+}
