@@ -129,13 +129,8 @@ impl Case {
     pub fn execute(&self) -> CaseRecord {
         let started = Instant::now();
         let mut ctx = Ctx::default();
-        let result =
-            catch_unwind(AssertUnwindSafe(|| (self.body)(&mut ctx))).unwrap_or_else(|panic| {
-                Err(Verdict::Failed(format!(
-                    "panicked: {}",
-                    panic_message(&panic)
-                )))
-            });
+        let result = catch_unwind(AssertUnwindSafe(|| (self.body)(&mut ctx)))
+            .unwrap_or_else(|panic| Err(Verdict::Failed(format!("panicked: {}", panic_message(&panic)))));
         let (status, reason) = match result {
             Ok(()) => (Status::Passed, None),
             Err(verdict) => {

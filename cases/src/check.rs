@@ -19,13 +19,9 @@ pub fn refused<T: Debug, E: Display + Debug>(
     expected: impl FnOnce(&E) -> bool,
 ) -> Result<String, Verdict> {
     match result {
-        Ok(value) => Err(Verdict::Failed(format!(
-            "expected a refusal, got {value:?}"
-        ))),
+        Ok(value) => Err(Verdict::Failed(format!("expected a refusal, got {value:?}"))),
         Err(e) if expected(&e) => Ok(e.to_string()),
-        Err(e) => Err(Verdict::Failed(format!(
-            "refused with the wrong error: {e} ({e:?})"
-        ))),
+        Err(e) => Err(Verdict::Failed(format!("refused with the wrong error: {e} ({e:?})"))),
     }
 }
 

@@ -8,10 +8,7 @@ use crate::{Case, Verdict};
 /// Where `mock/flaky` keeps its attempt counter between child processes.
 pub const FLAKY_STATE_ENV: &str = "GNOMON_MOCK_FLAKY_STATE";
 
-fn mock(
-    id: &str,
-    body: impl Fn(&mut crate::Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
-) -> Case {
+fn mock(id: &str, body: impl Fn(&mut crate::Ctx) -> Result<(), Verdict> + Send + Sync + 'static) -> Case {
     Case::cpu(id, "mock", body).isolated()
 }
 
@@ -21,9 +18,7 @@ pub fn cases() -> Vec<Case> {
             ctx.metric("answer", 42.0, "1");
             Ok(())
         }),
-        mock("mock/fail", |_| {
-            Err(Verdict::Failed("failed on purpose".into()))
-        }),
+        mock("mock/fail", |_| Err(Verdict::Failed("failed on purpose".into()))),
         mock("mock/panic", |_| panic!("panicked on purpose")),
         mock("mock/abort", |_| {
             eprintln!("mock/abort: aborting on purpose");
@@ -36,10 +31,7 @@ pub fn cases() -> Vec<Case> {
             let state = std::env::var_os(FLAKY_STATE_ENV)
                 .map(PathBuf::from)
                 .ok_or_else(|| Verdict::Blocked(format!("{FLAKY_STATE_ENV} is not set")))?;
-            let attempts = fs::read_to_string(&state)
-                .map(|s| s.trim().parse().unwrap_or(0))
-                .unwrap_or(0)
-                + 1;
+            let attempts = fs::read_to_string(&state).map(|s| s.trim().parse().unwrap_or(0)).unwrap_or(0) + 1;
             fs::write(&state, attempts.to_string()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             if attempts == 1 {
                 return Err(Verdict::Failed("first attempt fails on purpose".into()));

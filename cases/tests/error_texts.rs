@@ -11,9 +11,7 @@ fn validation_error_texts() {
         .map(|c| {
             let case_root = root.path().join(c.slug);
             let err = c.open(&case_root).expect_err(c.slug);
-            let text = err
-                .to_string()
-                .replace(&case_root.display().to_string(), "[ROOT]");
+            let text = err.to_string().replace(&case_root.display().to_string(), "[ROOT]");
             format!("{}: {text}", c.slug)
         })
         .collect();

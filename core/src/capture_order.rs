@@ -30,33 +30,22 @@ pub fn construct(ops: &[CaptureOp]) -> Result<CapturedShape, CaptureError> {
     for (op, item) in ops.iter().enumerate() {
         match item {
             CaptureOp::Launch { stream, label } => {
-                let deps = tails
-                    .get_mut(stream)
-                    .ok_or(CaptureError::StreamNotCaptured {
-                        op,
-                        stream: *stream,
-                    })?;
+                let deps = tails.get_mut(stream).ok_or(CaptureError::StreamNotCaptured { op, stream: *stream })?;
                 let node = shape.nodes.len();
                 shape.nodes.push(label.clone());
                 shape.edges.extend(deps.iter().map(|&d| (d, node)));
                 *deps = BTreeSet::from([node]);
             }
             CaptureOp::Record { stream, event } => {
-                let deps = tails.get(stream).ok_or(CaptureError::StreamNotCaptured {
-                    op,
-                    stream: *stream,
-                })?;
+                let deps = tails.get(stream).ok_or(CaptureError::StreamNotCaptured { op, stream: *stream })?;
                 events.insert(event, deps.clone());
             }
             CaptureOp::Wait { stream, event } => {
-                let deps =
-                    events
-                        .get(event.as_str())
-                        .ok_or_else(|| CaptureError::EventNotRecorded {
-                            op,
-                            stream: *stream,
-                            event: event.clone(),
-                        })?;
+                let deps = events.get(event.as_str()).ok_or_else(|| CaptureError::EventNotRecorded {
+                    op,
+                    stream: *stream,
+                    event: event.clone(),
+                })?;
                 tails.entry(*stream).or_default().extend(deps);
             }
         }
@@ -67,10 +56,7 @@ pub fn construct(ops: &[CaptureOp]) -> Result<CapturedShape, CaptureError> {
 }
 
 /// Every forked stream's last work must be an ancestor of (or be) the origin's tails.
-fn check_joined(
-    shape: &CapturedShape,
-    tails: &BTreeMap<u32, BTreeSet<usize>>,
-) -> Result<(), CaptureError> {
+fn check_joined(shape: &CapturedShape, tails: &BTreeMap<u32, BTreeSet<usize>>) -> Result<(), CaptureError> {
     let mut reached: BTreeSet<usize> = tails[&0].clone();
     let mut frontier: Vec<usize> = reached.iter().copied().collect();
     while let Some(node) = frontier.pop() {

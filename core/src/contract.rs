@@ -33,9 +33,7 @@ impl<'t, T: GraphTemplate> ExportPlan<'t, T> {
         let mut seen = BTreeSet::new();
         for (template, ..) in &entries {
             if !seen.insert(template.name()) {
-                return Err(ContractError::DuplicateTemplate {
-                    template: template.name().into(),
-                });
+                return Err(ContractError::DuplicateTemplate { template: template.name().into() });
             }
         }
         Ok(Self { entries })
@@ -68,12 +66,9 @@ impl<E: GraphExecutable> ReplayPlan<E> {
         }
         let mut ordered = Vec::with_capacity(recorded.len());
         for &(template, flags) in recorded {
-            let exec =
-                by_name
-                    .remove(template)
-                    .ok_or_else(|| ContractError::MissingExecutable {
-                        template: template.into(),
-                    })?;
+            let exec = by_name
+                .remove(template)
+                .ok_or_else(|| ContractError::MissingExecutable { template: template.into() })?;
             if exec.flags().bits() != flags {
                 return Err(ContractError::FlagsDiffer {
                     template: template.into(),
@@ -83,9 +78,7 @@ impl<E: GraphExecutable> ReplayPlan<E> {
             }
             ordered.push(exec);
         }
-        Ok(Self {
-            executables: ordered,
-        })
+        Ok(Self { executables: ordered })
     }
 
     pub fn executables(&self) -> &[E] {

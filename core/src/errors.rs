@@ -26,16 +26,9 @@ pub enum CoreError {
     #[error("write {}: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
     #[error("read {}: manifest is {}, more than the limit of {}", path.display(), bytes(*size), bytes(*limit))]
-    ManifestTooLarge {
-        path: PathBuf,
-        size: u64,
-        limit: u64,
-    },
+    ManifestTooLarge { path: PathBuf, size: u64, limit: u64 },
     #[error("parse {}: {source}", path.display())]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Parse { path: PathBuf, source: serde_json::Error },
     #[error("validate core: {0}")]
     Invalid(#[from] ValidationError),
 }
@@ -61,161 +54,59 @@ pub enum ValidationError {
     #[error("shard {index} ({file}) is empty")]
     ShardEmpty { index: u32, file: String },
     #[error("shard {index} ({file}) is {}, larger than the shard cap {}", bytes(*size), bytes(*cap))]
-    ShardOverCap {
-        index: u32,
-        file: String,
-        size: u64,
-        cap: u64,
-    },
+    ShardOverCap { index: u32, file: String, size: u64, cap: u64 },
     #[error("shard {index} ({file}) at offset {offset} is not aligned to the granularity {}", bytes(*granularity))]
-    ShardMisaligned {
-        index: u32,
-        file: String,
-        offset: u64,
-        granularity: u64,
-    },
+    ShardMisaligned { index: u32, file: String, offset: u64, granularity: u64 },
     #[error("shard {index} ({file}) starts at offset {offset}, overlapping the previous shard, which ends at {previous_end}")]
-    ShardOverlap {
-        index: u32,
-        file: String,
-        offset: u64,
-        previous_end: u64,
-    },
+    ShardOverlap { index: u32, file: String, offset: u64, previous_end: u64 },
     #[error("shard {index} ({file}) starts at offset {offset}, leaving a gap after the previous shard, which ends at {previous_end}")]
-    ShardGap {
-        index: u32,
-        file: String,
-        offset: u64,
-        previous_end: u64,
-    },
+    ShardGap { index: u32, file: String, offset: u64, previous_end: u64 },
     #[error(
         "shard {index} ({file}) covers offsets {}, past the arena's end {arena_size}: extra shard",
         hex_range(span)
     )]
-    ExtraShard {
-        index: u32,
-        file: String,
-        span: Range<u64>,
-        arena_size: u64,
-    },
+    ExtraShard { index: u32, file: String, span: Range<u64>, arena_size: u64 },
     #[error("shards cover the arena only up to offset {covered}, its size is {arena_size}: missing shard")]
     MissingShard { covered: u64, arena_size: u64 },
     #[error("{kind} `{name}` is declared more than once")]
     Duplicate { kind: &'static str, name: String },
     #[error("buffer `{buffer}` covers offsets {}, outside the arena of {}", hex_range(span), bytes(*arena_size))]
-    BufferOutsideArena {
-        buffer: String,
-        span: Range<u64>,
-        arena_size: u64,
-    },
+    BufferOutsideArena { buffer: String, span: Range<u64>, arena_size: u64 },
+    #[error("buffers `{first}` and `{second}` overlap at offsets {}", hex_range(overlap))]
+    BuffersOverlap { first: String, second: String, overlap: Range<u64> },
     #[error(
-        "buffers `{first}` and `{second}` overlap at offsets {}",
-        hex_range(overlap)
+        "function `{function}` of module `{module}`: parameter {param} at {} overlaps the previous parameter",
+        hex_range(span)
     )]
-    BuffersOverlap {
-        first: String,
-        second: String,
-        overlap: Range<u64>,
-    },
-    #[error("function `{function}` of module `{module}`: parameter {param} at {} overlaps the previous parameter", hex_range(span))]
-    ParamLayout {
-        module: String,
-        function: String,
-        param: usize,
-        span: Range<u64>,
-    },
+    ParamLayout { module: String, function: String, param: usize, span: Range<u64> },
     #[error("template `{template}` flags: {source}")]
-    Flags {
-        template: String,
-        source: FlagsError,
-    },
-    #[error(
-        "node `{node}` of template `{template}` references module `{module}`, which does not exist"
-    )]
-    UnknownModule {
-        template: String,
-        node: String,
-        module: String,
-    },
+    Flags { template: String, source: FlagsError },
+    #[error("node `{node}` of template `{template}` references module `{module}`, which does not exist")]
+    UnknownModule { template: String, node: String, module: String },
     #[error("node `{node}` of template `{template}` references function `{function}`, which module `{module}` does not have")]
-    UnknownFunction {
-        template: String,
-        node: String,
-        module: String,
-        function: String,
-    },
+    UnknownFunction { template: String, node: String, module: String, function: String },
     #[error("node `{node}` of template `{template}` holds {found} parameter bytes, but `{function}`'s recorded layout needs {expected}")]
-    ParamBytes {
-        template: String,
-        node: String,
-        function: String,
-        expected: u64,
-        found: u64,
-    },
+    ParamBytes { template: String, node: String, function: String, expected: u64, found: u64 },
     #[error("node `{node}` of template `{template}` declares parameter {param} a pointer, but `{function}` has {count} parameters")]
-    PointerParamIndex {
-        template: String,
-        node: String,
-        function: String,
-        param: u32,
-        count: usize,
-    },
+    PointerParamIndex { template: String, node: String, function: String, param: u32, count: usize },
     #[error("node `{node}` of template `{template}` declares parameter {param} a pointer, but its slot is {size} bytes, not 8")]
-    PointerParamSize {
-        template: String,
-        node: String,
-        param: u32,
-        size: u64,
-    },
+    PointerParamSize { template: String, node: String, param: u32, size: u64 },
     #[error("node `{node}` of template `{template}`: parameter {param} (bytes {}) holds address 0x{address:x}, which lies in no buffer and is not declared external", hex_range(bytes))]
-    DanglingPointer {
-        template: String,
-        node: String,
-        param: u32,
-        bytes: Range<u64>,
-        address: u64,
-    },
-    #[error(
-        "node `{node}` of template `{template}` references buffer `{buffer}`, which does not exist"
-    )]
-    UnknownBuffer {
-        template: String,
-        node: String,
-        buffer: String,
-    },
+    DanglingPointer { template: String, node: String, param: u32, bytes: Range<u64>, address: u64 },
+    #[error("node `{node}` of template `{template}` references buffer `{buffer}`, which does not exist")]
+    UnknownBuffer { template: String, node: String, buffer: String },
     #[error("node `{node}` of template `{template}` touches offsets {} of buffer `{buffer}`, which is {} long", hex_range(span), bytes(*size))]
-    BufferRange {
-        template: String,
-        node: String,
-        buffer: String,
-        span: Range<u64>,
-        size: u64,
-    },
+    BufferRange { template: String, node: String, buffer: String, span: Range<u64>, size: u64 },
     #[error("node `{node}` of template `{template}`: memset element size {element_size} is not 1, 2 or 4")]
-    MemsetElement {
-        template: String,
-        node: String,
-        element_size: u32,
-    },
+    MemsetElement { template: String, node: String, element_size: u32 },
     #[error("edge {edge} of template `{template}` references node `{node}`, which does not exist")]
-    UnknownEdgeNode {
-        template: String,
-        edge: usize,
-        node: String,
-    },
+    UnknownEdgeNode { template: String, edge: usize, node: String },
     #[error("edges of template `{template}` form a cycle through nodes {nodes:?}")]
-    Cycle {
-        template: String,
-        nodes: Vec<String>,
-    },
+    Cycle { template: String, nodes: Vec<String> },
     #[error("capture order of template `{template}` is not a permutation of its nodes: {reason}")]
     CaptureOrder { template: String, reason: String },
     #[error("expectation {index} references {kind} `{name}`, which does not exist")]
-    ExpectationTarget {
-        index: usize,
-        kind: &'static str,
-        name: String,
-    },
+    ExpectationTarget { index: usize, kind: &'static str, name: String },
     #[error("{item} path `{path}` leaves the core directory")]
     PathEscapes { item: String, path: String },
     #[error("{item} path `{path}` goes through a symbolic link")]
@@ -223,25 +114,11 @@ pub enum ValidationError {
     #[error("{item} file `{path}` is missing")]
     MissingFile { item: String, path: String },
     #[error("{item} file `{path}` is {}, the manifest says {}", bytes(*found), bytes(*declared))]
-    FileSize {
-        item: String,
-        path: String,
-        declared: u64,
-        found: u64,
-    },
+    FileSize { item: String, path: String, declared: u64, found: u64 },
     #[error("{item} file `{path}` has SHA-256 {found}, the manifest says {expected}")]
-    HashMismatch {
-        item: String,
-        path: String,
-        expected: String,
-        found: String,
-    },
+    HashMismatch { item: String, path: String, expected: String, found: String },
     #[error("{item} file `{path}` could not be read: {reason}")]
-    FileUnreadable {
-        item: String,
-        path: String,
-        reason: String,
-    },
+    FileUnreadable { item: String, path: String, reason: String },
 }
 
 /// The instantiation-flags contract.
@@ -253,11 +130,7 @@ pub enum FlagsError {
     #[error("flags have no source; give an explicit value or a live executable")]
     NoSource,
     #[error("flags value {value} sets bit {bit} ({name}), which is not supported (supported values: 0, 1, 8, 9)")]
-    UnsupportedBit {
-        value: u64,
-        bit: u64,
-        name: &'static str,
-    },
+    UnsupportedBit { value: u64, bit: u64, name: &'static str },
     #[error("the driver reports flags {reported} for an executable instantiated with {instantiated} (bits 0x{:x} lost); record the flags explicitly instead", instantiated ^ reported)]
     ReadbackMismatch { instantiated: u64, reported: u64 },
 }
@@ -275,16 +148,9 @@ pub enum ContractError {
     #[error("template `{template}` is listed more than once")]
     DuplicateTemplate { template: String },
     #[error("executable for `{template}` was instantiated with flags {executable}, the core records {recorded}")]
-    FlagsDiffer {
-        template: String,
-        recorded: u64,
-        executable: u64,
-    },
+    FlagsDiffer { template: String, recorded: u64, executable: u64 },
     #[error("template `{template}` flags: {source}")]
-    Flags {
-        template: String,
-        source: FlagsError,
-    },
+    Flags { template: String, source: FlagsError },
 }
 
 /// Planning shards of an arena under a cap.
@@ -312,11 +178,7 @@ pub enum CaptureError {
     #[error("op {op}: stream {stream} is used before it joined the capture (it must wait on a captured event first)")]
     StreamNotCaptured { op: usize, stream: u32 },
     #[error("op {op}: stream {stream} waits on event `{event}`, which was never recorded")]
-    EventNotRecorded {
-        op: usize,
-        stream: u32,
-        event: String,
-    },
+    EventNotRecorded { op: usize, stream: u32, event: String },
     #[error("stream {stream} was never joined back into the origin stream before capture ended")]
     Unjoined { stream: u32 },
 }
@@ -328,11 +190,7 @@ pub enum TensorParallelError {
     #[error("no cores given")]
     Empty,
     #[error("rank {rank} says world size {found}, but {expected} cores were given")]
-    WorldSize {
-        rank: u32,
-        found: u32,
-        expected: usize,
-    },
+    WorldSize { rank: u32, found: u32, expected: usize },
     #[error("rank {rank} appears more than once")]
     DuplicateRank { rank: u32 },
     #[error("rank {rank} is missing")]
@@ -352,11 +210,7 @@ pub enum CudaError {
     #[error("instantiate: {0}")]
     Flags(#[from] FlagsError),
     #[error("compile `{name}` with NVRTC (options {options:?}): {log}")]
-    Compile {
-        name: String,
-        options: Vec<String>,
-        log: String,
-    },
+    Compile { name: String, options: Vec<String>, log: String },
     #[error("reserve {} at 0x{wanted:x}: the driver placed it at 0x{got:x}", bytes(*size))]
     AddressNotHonoured { wanted: u64, got: u64, size: u64 },
     #[error("{0}")]
@@ -386,28 +240,11 @@ pub enum ReplayError {
     #[error(transparent)]
     Contract(#[from] ContractError),
     #[error("core was exported on {what} {core}, this device has {device}")]
-    ContextMismatch {
-        what: &'static str,
-        core: String,
-        device: String,
-    },
+    ContextMismatch { what: &'static str, core: String, device: String },
     #[error("function `{function}` of module `{module}`: the driver reports parameter layout {driver:?}, the core records {recorded:?}")]
-    LayoutMismatch {
-        module: String,
-        function: String,
-        recorded: Vec<(u64, u64)>,
-        driver: Vec<(u64, u64)>,
-    },
+    LayoutMismatch { module: String, function: String, recorded: Vec<(u64, u64)>, driver: Vec<(u64, u64)> },
     #[error("node `{node}` of template `{template}` is a {kind} node, which native replay does not rebuild")]
-    UnsupportedNode {
-        template: String,
-        node: String,
-        kind: &'static str,
-    },
+    UnsupportedNode { template: String, node: String, kind: &'static str },
     #[error("read shard {index} ({file}): {source}")]
-    Shard {
-        index: u32,
-        file: String,
-        source: std::io::Error,
-    },
+    Shard { index: u32, file: String, source: std::io::Error },
 }

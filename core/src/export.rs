@@ -8,9 +8,9 @@ use crate::{
     cuda::{ArenaMapping, Context, NodeKind, RetainedGraph},
     errors::ExportError,
     format::{
-        Arena, Buffer, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation, FormatTag,
-        Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp,
-        PointerParam, RecordedFlags, Shard, Template,
+        Arena, Buffer, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation, FormatTag, Function,
+        KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PointerParam, RecordedFlags,
+        Shard, Template,
     },
     shards::{plan, ShardCap},
     validate,
@@ -45,24 +45,12 @@ impl Exporter {
         for m in modules {
             let file = format!("modules/{}.ptx", m.id);
             let sha256 = writer.write_file(&file, m.ptx.as_bytes())?;
-            let functions = m
-                .functions
-                .iter()
-                .map(|f| Function {
-                    name: f.name().into(),
-                    params: f.layout().to_vec(),
-                })
-                .collect();
+            let functions =
+                m.functions.iter().map(|f| Function { name: f.name().into(), params: f.layout().to_vec() }).collect();
             for f in &m.functions {
                 function_modules.insert(f.name().to_owned(), m.id.clone());
             }
-            manifest_modules.push(Module {
-                id: m.id.clone(),
-                kind: ModuleKind::Ptx,
-                file,
-                sha256,
-                functions,
-            });
+            manifest_modules.push(Module { id: m.id.clone(), kind: ModuleKind::Ptx, file, sha256, functions });
         }
         let manifest = Manifest {
             format: FormatTag::default(),
@@ -74,23 +62,14 @@ impl Exporter {
             templates: Vec::new(),
             expectations: Vec::new(),
         };
-        Ok(Self {
-            writer,
-            manifest,
-            function_modules,
-        })
+        Ok(Self { writer, manifest, function_modules })
     }
 
     /// Writes the arena's current contents as shards under the cap; returns the bytes
     /// written, so the caller can restore the arena between runs.
-    pub fn snapshot(
-        &mut self,
-        ctx: &Context,
-        _mapping: &ArenaMapping,
-    ) -> Result<Vec<u8>, ExportError> {
+    pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<Vec<u8>, ExportError> {
         let a = self.manifest.arena;
-        let cap = ShardCap::new(a.shard_cap, a.granularity)
-            .map_err(crate::errors::ValidationError::from)?;
+        let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(crate::errors::ValidationError::from)?;
         let spans = plan(a.size, cap).map_err(crate::errors::ValidationError::from)?;
         let mut arena_bytes = Vec::with_capacity(a.size as usize);
         for span in spans {
@@ -99,50 +78,22 @@ impl Exporter {
             let file = format!("shards/{:04}.bin", span.index);
             let sha256 = self.writer.write_file(&file, &bytes)?;
             arena_bytes.extend_from_slice(&bytes);
-            self.manifest.shards.push(Shard {
-                index: span.index,
-                offset: span.offset,
-                size: span.size,
-                file,
-                sha256,
-            });
+            self.manifest.shards.push(Shard { index: span.index, offset: span.offset, size: span.size, file, sha256 });
         }
         Ok(arena_bytes)
     }
 
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.
-    pub fn template(
-        &mut self,
-        name: &str,
-        graph: &RetainedGraph,
-        flags: RecordedFlags,
-    ) -> Result<(), ExportError> {
+    pub fn template(&mut self, name: &str, graph: &RetainedGraph, flags: RecordedFlags) -> Result<(), ExportError> {
         let driver_nodes = graph.nodes()?;
         let ids: Vec<String> = (0..driver_nodes.len()).map(|i| format!("n{i}")).collect();
         let nodes = driver_nodes
             .into_iter()
-            .map(|n| {
-                Ok(Node {
-                    id: ids[n.id.0].clone(),
-                    op: self.node_op(name, n.kind)?,
-                })
-            })
+            .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.kind)? }))
             .collect::<Result<Vec<_>, ExportError>>()?;
-        let edges = graph
-            .edges()?
-            .into_iter()
-            .map(|(f, t)| Edge {
-                from: ids[f.0].clone(),
-                to: ids[t.0].clone(),
-            })
-            .collect();
-        self.manifest.templates.push(Template {
-            name: name.into(),
-            flags,
-            nodes,
-            edges,
-            capture_order: ids,
-        });
+        let edges =
+            graph.edges()?.into_iter().map(|(f, t)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone() }).collect();
+        self.manifest.templates.push(Template { name: name.into(), flags, nodes, edges, capture_order: ids });
         Ok(())
     }
 
@@ -163,22 +114,13 @@ impl Exporter {
     }
 
     fn node_op(&self, template: &str, kind: NodeKind) -> Result<NodeOp, ExportError> {
-        let fail = |what: String| ExportError::Node {
-            template: template.into(),
-            what,
-        };
+        let fail = |what: String| ExportError::Node { template: template.into(), what };
         Ok(match kind {
-            NodeKind::Kernel {
-                function,
-                grid,
-                block,
-                shared_mem,
-                params,
-                layout,
-            } => {
-                let module = self.function_modules.get(&function).ok_or_else(|| {
-                    fail(format!("function `{function}` is in no exported module"))
-                })?;
+            NodeKind::Kernel { function, grid, block, shared_mem, params, layout } => {
+                let module = self
+                    .function_modules
+                    .get(&function)
+                    .ok_or_else(|| fail(format!("function `{function}` is in no exported module")))?;
                 let pointers = self.pointer_params(&layout, &params);
                 NodeOp::Kernel(KernelNode {
                     module: module.clone(),
@@ -190,29 +132,17 @@ impl Exporter {
                     pointers,
                 })
             }
-            NodeKind::Memset {
-                dst,
-                value,
-                element_size,
-                count,
-            } => NodeOp::Memset(MemsetNode {
-                dst: self
-                    .buffer_ref(dst)
-                    .ok_or_else(|| fail(format!("memset at 0x{dst:x} outside the arena")))?,
+            NodeKind::Memset { dst, value, element_size, count } => NodeOp::Memset(MemsetNode {
+                dst: self.buffer_ref(dst).ok_or_else(|| fail(format!("memset at 0x{dst:x} outside the arena")))?,
                 value,
                 element_size,
                 count,
             }),
             NodeKind::Memcpy { dst, src, bytes } => {
                 let lookup = |a: u64| {
-                    self.buffer_ref(a)
-                        .ok_or_else(|| fail(format!("memcpy touches 0x{a:x}, outside the arena")))
+                    self.buffer_ref(a).ok_or_else(|| fail(format!("memcpy touches 0x{a:x}, outside the arena")))
                 };
-                NodeOp::Memcpy(MemcpyNode {
-                    src: lookup(src)?,
-                    dst: lookup(dst)?,
-                    bytes,
-                })
+                NodeOp::Memcpy(MemcpyNode { src: lookup(src)?, dst: lookup(dst)?, bytes })
             }
             NodeKind::Empty => NodeOp::Empty,
             NodeKind::Other(kind) => return Err(fail(format!("a {kind} node cannot be exported"))),
@@ -221,37 +151,22 @@ impl Exporter {
 
     /// Eight-byte parameters whose value lies in a buffer are recorded as pointers. (A
     /// double whose bits fall inside the arena would be a denormal near 1e-310.)
-    fn pointer_params(
-        &self,
-        layout: &[crate::format::ParamSlot],
-        params: &[u8],
-    ) -> Vec<PointerParam> {
+    fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
         layout
             .iter()
             .enumerate()
             .filter(|(_, slot)| slot.size == 8)
             .filter(|(_, slot)| {
                 let raw = &params[slot.offset as usize..slot.offset as usize + 8];
-                self.buffer_ref(u64::from_le_bytes(raw.try_into().expect("8 bytes")))
-                    .is_some()
+                self.buffer_ref(u64::from_le_bytes(raw.try_into().expect("8 bytes"))).is_some()
             })
-            .map(|(i, _)| PointerParam {
-                param: i as u32,
-                external: false,
-            })
+            .map(|(i, _)| PointerParam { param: i as u32, external: false })
             .collect()
     }
 
     fn buffer_ref(&self, address: u64) -> Option<BufferRef> {
         let offset = address.checked_sub(self.manifest.arena.base)?;
-        let b = self
-            .manifest
-            .buffers
-            .iter()
-            .find(|b| b.offset <= offset && offset < b.offset + b.size)?;
-        Some(BufferRef {
-            buffer: b.name.clone(),
-            offset: offset - b.offset,
-        })
+        let b = self.manifest.buffers.iter().find(|b| b.offset <= offset && offset < b.offset + b.size)?;
+        Some(BufferRef { buffer: b.name.clone(), offset: offset - b.offset })
     }
 }

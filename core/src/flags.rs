@@ -28,11 +28,7 @@ impl InstantiateFlags {
             return Ok(Self(value));
         }
         let bit = 1 << unsupported.trailing_zeros();
-        Err(FlagsError::UnsupportedBit {
-            value,
-            bit,
-            name: bit_name(bit),
-        })
+        Err(FlagsError::UnsupportedBit { value, bit, name: bit_name(bit) })
     }
 
     pub fn bits(self) -> u64 {
@@ -76,10 +72,7 @@ pub fn resolve(
             let instantiated = exec.instantiated_flags().bits();
             let reported = exec.reported_flags();
             if reported != instantiated {
-                return Err(FlagsError::ReadbackMismatch {
-                    instantiated,
-                    reported,
-                });
+                return Err(FlagsError::ReadbackMismatch { instantiated, reported });
             }
             Ok((InstantiateFlags::new(reported)?, FlagsOrigin::Executable))
         }

@@ -12,11 +12,7 @@ pub enum ParamError {
     #[error("parameter {index} does not exist: the function has {count}")]
     NoSuchParam { index: usize, count: usize },
     #[error("parameter {index} is {slot} bytes, a value of {given} bytes was given")]
-    SizeMismatch {
-        index: usize,
-        slot: u64,
-        given: usize,
-    },
+    SizeMismatch { index: usize, slot: u64, given: usize },
 }
 
 /// A parameter blob being filled in.
@@ -30,24 +26,14 @@ impl<'l> ParamBlob<'l> {
     /// A zeroed blob as long as the layout needs.
     pub fn new(layout: &'l [ParamSlot]) -> Self {
         let len = layout.iter().map(|p| p.offset + p.size).max().unwrap_or(0);
-        Self {
-            layout,
-            bytes: vec![0; len as usize],
-        }
+        Self { layout, bytes: vec![0; len as usize] }
     }
 
     /// Places `value` in slot `index`.
     pub fn set(mut self, index: usize, value: &[u8]) -> Result<Self, ParamError> {
-        let slot = self.layout.get(index).ok_or(ParamError::NoSuchParam {
-            index,
-            count: self.layout.len(),
-        })?;
+        let slot = self.layout.get(index).ok_or(ParamError::NoSuchParam { index, count: self.layout.len() })?;
         if slot.size != value.len() as u64 {
-            return Err(ParamError::SizeMismatch {
-                index,
-                slot: slot.size,
-                given: value.len(),
-            });
+            return Err(ParamError::SizeMismatch { index, slot: slot.size, given: value.len() });
         }
         self.bytes[slot.offset as usize..(slot.offset + slot.size) as usize].copy_from_slice(value);
         Ok(self)

@@ -53,28 +53,17 @@ pub struct Arena {
     initial: Vec<(u64, Vec<u8>)>,
 }
 
-pub fn replay(
-    core: &Core,
-    ctx: &Context,
-    executables: Executables,
-) -> Result<ReplayReport, ReplayError> {
+pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
     let mut stages = StageTimes::new();
     let mut timed = |name, started: Instant| stages.push((name, started.elapsed().as_secs_f64()));
     check_context(m, ctx)?;
     let handed = matches!(executables, Executables::Handed(_));
     let started = Instant::now();
-    let mapping = if handed {
-        None
-    } else {
-        Some(map_arena(m, ctx)?)
-    };
+    let mapping = if handed { None } else { Some(map_arena(m, ctx)?) };
     timed("reserve-and-map", started);
     let started = Instant::now();
-    let arena = Arena {
-        _mapping: mapping,
-        initial: read_shards(core)?,
-    };
+    let arena = Arena { _mapping: mapping, initial: read_shards(core)? };
     restore(ctx, m, &arena)?;
     timed("upload", started);
     let plan = match executables {
@@ -84,19 +73,12 @@ pub fn replay(
             let functions = load_modules(core, ctx)?;
             timed("module-load", started);
             let started = Instant::now();
-            let templates = m
-                .templates
-                .iter()
-                .map(|t| rebuild(ctx, m, t, &functions))
-                .collect::<Result<Vec<_>, _>>()?;
+            let templates =
+                m.templates.iter().map(|t| rebuild(ctx, m, t, &functions)).collect::<Result<Vec<_>, _>>()?;
             timed("rebuild", started);
             let started = Instant::now();
-            let execs = m
-                .templates
-                .iter()
-                .zip(&templates)
-                .map(|(t, g)| instantiate(t, g))
-                .collect::<Result<Vec<_>, _>>()?;
+            let execs =
+                m.templates.iter().zip(&templates).map(|(t, g)| instantiate(t, g)).collect::<Result<Vec<_>, _>>()?;
             timed("instantiate", started);
             plan(m, execs)?
         }
@@ -119,21 +101,13 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     let driver = crate::cuda::driver_version()?;
     if driver < m.context.driver_version {
         let (core, device) = (m.context.driver_version.to_string(), driver.to_string());
-        return Err(ReplayError::ContextMismatch {
-            what: "driver version",
-            core,
-            device,
-        });
+        return Err(ReplayError::ContextMismatch { what: "driver version", core, device });
     }
     Ok(())
 }
 
 fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
-    let shards: Vec<(u64, u64)> = m
-        .shards
-        .iter()
-        .map(|s| (m.arena.base + s.offset, s.size))
-        .collect();
+    let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
     Ok(ArenaMapping::map(ctx, &shards)?)
 }
 
@@ -144,11 +118,7 @@ fn read_shards(core: &Core) -> Result<Vec<(u64, Vec<u8>)>, ReplayError> {
     m.shards
         .iter()
         .map(|s| {
-            let io = |source| ReplayError::Shard {
-                index: s.index,
-                file: s.file.clone(),
-                source,
-            };
+            let io = |source| ReplayError::Shard { index: s.index, file: s.file.clone(), source };
             let bytes = fs::read(core.path_of(&s.file)).map_err(io)?;
             let changed = || std::io::Error::other("changed since the core was validated");
             if bytes.len() as u64 != s.size || hash_hex(&bytes[..]).map_err(io)? != s.sha256 {
@@ -170,22 +140,16 @@ fn restore(ctx: &Context, _m: &Manifest, arena: &Arena) -> Result<(), ReplayErro
 }
 
 /// Loads every module and checks each recorded layout against the driver's.
-fn load_modules(
-    core: &Core,
-    ctx: &Context,
-) -> Result<HashMap<(String, String), Function>, ReplayError> {
+fn load_modules(core: &Core, ctx: &Context) -> Result<HashMap<(String, String), Function>, ReplayError> {
     let mut functions = HashMap::new();
     for module in &core.manifest().modules {
-        let image = fs::read(core.path_of(&module.file)).map_err(|e| {
-            crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id))
-        })?;
+        let image = fs::read(core.path_of(&module.file))
+            .map_err(|e| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id)))?;
         let loaded = Module::load(ctx, &image)?;
         for f in &module.functions {
             let function = loaded.function(&f.name)?;
             if function.layout() != f.params.as_slice() {
-                let pairs = |slots: &[crate::format::ParamSlot]| {
-                    slots.iter().map(|s| (s.offset, s.size)).collect()
-                };
+                let pairs = |slots: &[crate::format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
                 return Err(ReplayError::LayoutMismatch {
                     module: module.id.clone(),
                     function: f.name.clone(),
@@ -209,18 +173,9 @@ fn rebuild(
     let mut graph = RetainedGraph::empty(ctx)?;
     let mut added: HashMap<&str, NodeId> = HashMap::new();
     for node in topological(t) {
-        let deps: Vec<NodeId> = t
-            .edges
-            .iter()
-            .filter(|e| e.to == node.id)
-            .map(|e| added[e.from.as_str()])
-            .collect();
+        let deps: Vec<NodeId> = t.edges.iter().filter(|e| e.to == node.id).map(|e| added[e.from.as_str()]).collect();
         let address = |r: &crate::format::BufferRef| {
-            let b = m
-                .buffers
-                .iter()
-                .find(|b| b.name == r.buffer)
-                .expect("validated buffer reference");
+            let b = m.buffers.iter().find(|b| b.name == r.buffer).expect("validated buffer reference");
             m.arena.base + b.offset + r.offset
         };
         let id = match &node.op {
@@ -229,12 +184,8 @@ fn rebuild(
                 graph.add_kernel(f, k.grid, k.block, k.shared_mem_bytes, &k.params, &deps)?
             }
             // SAFETY: validation put both ranges inside buffers of the mapped arena.
-            NodeOp::Memset(s) => unsafe {
-                graph.add_memset(address(&s.dst), s.value, s.element_size, s.count, &deps)?
-            },
-            NodeOp::Memcpy(c) => unsafe {
-                graph.add_memcpy(address(&c.dst), address(&c.src), c.bytes, &deps)?
-            },
+            NodeOp::Memset(s) => unsafe { graph.add_memset(address(&s.dst), s.value, s.element_size, s.count, &deps)? },
+            NodeOp::Memcpy(c) => unsafe { graph.add_memcpy(address(&c.dst), address(&c.src), c.bytes, &deps)? },
             NodeOp::Empty => graph.add_empty(&deps)?,
             other => {
                 return Err(ReplayError::UnsupportedNode {
@@ -251,20 +202,12 @@ fn rebuild(
 
 /// Nodes in an order where every edge points forward; validation guarantees a DAG.
 fn topological(t: &Template) -> Vec<&crate::format::Node> {
-    let index: HashMap<&str, usize> = t
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), i))
-        .collect();
+    let index: HashMap<&str, usize> = t.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
     let mut in_degree = vec![0usize; t.nodes.len()];
     for e in &t.edges {
         in_degree[index[e.to.as_str()]] += 1;
     }
-    let mut ready: Vec<usize> = (0..t.nodes.len())
-        .rev()
-        .filter(|&i| in_degree[i] == 0)
-        .collect();
+    let mut ready: Vec<usize> = (0..t.nodes.len()).rev().filter(|&i| in_degree[i] == 0).collect();
     let mut order = Vec::with_capacity(t.nodes.len());
     while let Some(i) = ready.pop() {
         order.push(&t.nodes[i]);
@@ -288,12 +231,7 @@ fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, Re
     let recorded: Vec<(&str, u64)> = m
         .templates
         .iter()
-        .map(|t| {
-            (
-                t.name.as_str(),
-                recorded_flags(&t.flags).expect("validated flags").bits(),
-            )
-        })
+        .map(|t| (t.name.as_str(), recorded_flags(&t.flags).expect("validated flags").bits()))
         .collect();
     Ok(ReplayPlan::new(&recorded, execs)?)
 }
@@ -317,17 +255,9 @@ fn launch_all(
         stream.record(&end)?;
         stream.synchronize()?;
         first_launch.get_or_insert(start.elapsed_ms(&end)? as f64 / 1e3);
-        for e in m
-            .expectations
-            .iter()
-            .filter(|e| e.template == template.name)
-        {
+        for e in m.expectations.iter().filter(|e| e.template == template.name) {
             for o in &e.outputs {
-                let b = m
-                    .buffers
-                    .iter()
-                    .find(|b| b.name == o.buffer)
-                    .expect("validated expectation");
+                let b = m.buffers.iter().find(|b| b.name == o.buffer).expect("validated expectation");
                 // SAFETY: a buffer of the validated, mapped arena.
                 let bytes = unsafe { ctx.read(m.arena.base + b.offset, b.size) }?;
                 let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");

@@ -60,11 +60,7 @@ pub fn plan(arena_size: u64, cap: ShardCap) -> Result<Vec<ShardSpan>, ShardPlanE
     let spans = (0..padded.div_ceil(cap.cap))
         .map(|i| {
             let offset = i * cap.cap;
-            ShardSpan {
-                index: i as u32,
-                offset,
-                size: cap.cap.min(padded - offset),
-            }
+            ShardSpan { index: i as u32, offset, size: cap.cap.min(padded - offset) }
         })
         .collect();
     Ok(spans)

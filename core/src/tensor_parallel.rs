@@ -16,11 +16,7 @@ pub fn check(cores: &[&Manifest]) -> Result<(), E> {
     for m in cores {
         let rank = m.context.tp_rank;
         if m.context.tp_world_size as usize != cores.len() {
-            return Err(E::WorldSize {
-                rank,
-                found: m.context.tp_world_size,
-                expected: cores.len(),
-            });
+            return Err(E::WorldSize { rank, found: m.context.tp_world_size, expected: cores.len() });
         }
         if !ranks.insert(rank) {
             return Err(E::DuplicateRank { rank });
@@ -29,15 +25,9 @@ pub fn check(cores: &[&Manifest]) -> Result<(), E> {
     if let Some(rank) = (0..cores.len() as u32).find(|r| !ranks.contains(r)) {
         return Err(E::MissingRank { rank });
     }
-    let reference = cores
-        .iter()
-        .find(|m| m.context.tp_rank == 0)
-        .unwrap_or(first);
+    let reference = cores.iter().find(|m| m.context.tp_rank == 0).unwrap_or(first);
     for m in cores {
-        agree(reference, m).map_err(|what| E::Mismatch {
-            rank: m.context.tp_rank,
-            what,
-        })?;
+        agree(reference, m).map_err(|what| E::Mismatch { rank: m.context.tp_rank, what })?;
     }
     Ok(())
 }
@@ -54,19 +44,12 @@ fn agree(a: &Manifest, b: &Manifest) -> Result<(), String> {
         return Err("buffer layout".into());
     }
     let same_layouts = a.modules.len() == b.modules.len()
-        && a.modules
-            .iter()
-            .zip(&b.modules)
-            .all(|(x, y)| x.id == y.id && x.functions == y.functions);
+        && a.modules.iter().zip(&b.modules).all(|(x, y)| x.id == y.id && x.functions == y.functions);
     if !same_layouts {
         return Err("module functions or parameter layouts".into());
     }
     if a.templates.len() != b.templates.len() {
-        return Err(format!(
-            "template count ({} vs {})",
-            a.templates.len(),
-            b.templates.len()
-        ));
+        return Err(format!("template count ({} vs {})", a.templates.len(), b.templates.len()));
     }
     for (ta, tb) in a.templates.iter().zip(&b.templates) {
         template(ta, tb)?;
@@ -82,10 +65,7 @@ fn template(a: &Template, b: &Template) -> Result<(), String> {
         return Err(format!("flags of template `{}`", a.name));
     }
     let same_nodes = a.nodes.len() == b.nodes.len()
-        && a.nodes
-            .iter()
-            .zip(&b.nodes)
-            .all(|(x, y)| x.id == y.id && node_shape(&x.op) == node_shape(&y.op));
+        && a.nodes.iter().zip(&b.nodes).all(|(x, y)| x.id == y.id && node_shape(&x.op) == node_shape(&y.op));
     if !same_nodes || a.edges != b.edges {
         return Err(format!("nodes or edges of template `{}`", a.name));
     }
@@ -95,10 +75,9 @@ fn template(a: &Template, b: &Template) -> Result<(), String> {
 /// A node without its per-rank data.
 fn node_shape(op: &NodeOp) -> String {
     match op {
-        NodeOp::Kernel(k) => format!(
-            "kernel {}:{} {:?} {:?} {}",
-            k.module, k.function, k.grid, k.block, k.shared_mem_bytes
-        ),
+        NodeOp::Kernel(k) => {
+            format!("kernel {}:{} {:?} {:?} {}", k.module, k.function, k.grid, k.block, k.shared_mem_bytes)
+        }
         other => format!("{other:?}"),
     }
 }

@@ -13,8 +13,8 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
-        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, FormatTag, Function, KernelNode,
-        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, FormatTag, Function, KernelNode, Manifest, Module, NodeOp,
+        RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
 };
@@ -35,27 +35,17 @@ pub fn manifest(m: &Manifest) -> Result {
     let modules = modules(&m.modules)?;
     unique("template", m.templates.iter().map(|t| t.name.as_str()))?;
     for template in &m.templates {
-        TemplateCheck {
-            template,
-            modules: &modules,
-            buffers: &buffers,
-        }
-        .run()?;
+        TemplateCheck { template, modules: &modules, buffers: &buffers }.run()?;
     }
     expectations(m, &buffers)
 }
 
 fn format(tag: &FormatTag) -> Result {
     if tag.name != FORMAT_NAME {
-        return Err(E::FormatName {
-            found: tag.name.clone(),
-        });
+        return Err(E::FormatName { found: tag.name.clone() });
     }
     if !READABLE_VERSIONS.contains(&tag.version) {
-        return Err(E::UnsupportedVersion {
-            found: tag.version,
-            readable: READABLE_VERSIONS.to_vec(),
-        });
+        return Err(E::UnsupportedVersion { found: tag.version, readable: READABLE_VERSIONS.to_vec() });
     }
     Ok(())
 }
@@ -63,22 +53,13 @@ fn format(tag: &FormatTag) -> Result {
 fn arena(a: &Arena) -> Result {
     let cap = ShardCap::new(a.shard_cap, a.granularity)?;
     if a.base % cap.granularity() != 0 {
-        return Err(E::BaseMisaligned {
-            base: a.base,
-            granularity: a.granularity,
-        });
+        return Err(E::BaseMisaligned { base: a.base, granularity: a.granularity });
     }
     if a.size == 0 || a.size > MAX_ARENA_BYTES {
-        return Err(E::ArenaSize {
-            size: a.size,
-            limit: MAX_ARENA_BYTES,
-        });
+        return Err(E::ArenaSize { size: a.size, limit: MAX_ARENA_BYTES });
     }
     if a.base.checked_add(a.size).is_none() {
-        return Err(E::ArenaOverflow {
-            base: a.base,
-            size: a.size,
-        });
+        return Err(E::ArenaOverflow { base: a.base, size: a.size });
     }
     Ok(())
 }
@@ -88,24 +69,13 @@ fn shards(a: &Arena, shards: &[Shard]) -> Result {
     for (position, s) in shards.iter().enumerate() {
         let file = || s.file.clone();
         if s.index as usize != position {
-            return Err(E::ShardIndex {
-                position,
-                index: s.index,
-            });
+            return Err(E::ShardIndex { position, index: s.index });
         }
         if s.size == 0 {
-            return Err(E::ShardEmpty {
-                index: s.index,
-                file: file(),
-            });
+            return Err(E::ShardEmpty { index: s.index, file: file() });
         }
         if s.size > a.shard_cap {
-            return Err(E::ShardOverCap {
-                index: s.index,
-                file: file(),
-                size: s.size,
-                cap: a.shard_cap,
-            });
+            return Err(E::ShardOverCap { index: s.index, file: file(), size: s.size, cap: a.shard_cap });
         }
         if s.offset % a.granularity != 0 || s.size % a.granularity != 0 {
             return Err(E::ShardMisaligned {
@@ -116,37 +86,19 @@ fn shards(a: &Arena, shards: &[Shard]) -> Result {
             });
         }
         if s.offset < covered {
-            return Err(E::ShardOverlap {
-                index: s.index,
-                file: file(),
-                offset: s.offset,
-                previous_end: covered,
-            });
+            return Err(E::ShardOverlap { index: s.index, file: file(), offset: s.offset, previous_end: covered });
         }
         if s.offset > covered {
-            return Err(E::ShardGap {
-                index: s.index,
-                file: file(),
-                offset: s.offset,
-                previous_end: covered,
-            });
+            return Err(E::ShardGap { index: s.index, file: file(), offset: s.offset, previous_end: covered });
         }
         let end = s.offset.saturating_add(s.size);
         if end > a.size.next_multiple_of(a.granularity) {
-            return Err(E::ExtraShard {
-                index: s.index,
-                file: file(),
-                span: s.offset..end,
-                arena_size: a.size,
-            });
+            return Err(E::ExtraShard { index: s.index, file: file(), span: s.offset..end, arena_size: a.size });
         }
         covered = end;
     }
     if covered < a.size {
-        return Err(E::MissingShard {
-            covered,
-            arena_size: a.size,
-        });
+        return Err(E::MissingShard { covered, arena_size: a.size });
     }
     Ok(())
 }
@@ -155,10 +107,7 @@ fn unique<'a>(kind: &'static str, names: impl Iterator<Item = &'a str>) -> Resul
     let mut seen = HashSet::new();
     for name in names {
         if !seen.insert(name) {
-            return Err(E::Duplicate {
-                kind,
-                name: name.into(),
-            });
+            return Err(E::Duplicate { kind, name: name.into() });
         }
     }
     Ok(())
@@ -177,11 +126,7 @@ impl<'m> BufferMap<'m> {
         for b in buffers {
             let span = b.offset..b.offset.saturating_add(b.size);
             if span.end > a.size || b.size == 0 {
-                return Err(E::BufferOutsideArena {
-                    buffer: b.name.clone(),
-                    span,
-                    arena_size: a.size,
-                });
+                return Err(E::BufferOutsideArena { buffer: b.name.clone(), span, arena_size: a.size });
             }
         }
         let mut sorted: Vec<&Buffer> = buffers.iter().collect();
@@ -190,19 +135,11 @@ impl<'m> BufferMap<'m> {
             let end = pair[0].offset + pair[0].size;
             if pair[1].offset < end {
                 let overlap = pair[1].offset..end.min(pair[1].offset + pair[1].size);
-                return Err(E::BuffersOverlap {
-                    first: pair[0].name.clone(),
-                    second: pair[1].name.clone(),
-                    overlap,
-                });
+                return Err(E::BuffersOverlap { first: pair[0].name.clone(), second: pair[1].name.clone(), overlap });
             }
         }
         let by_name = buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        Ok(Self {
-            base: a.base,
-            sorted,
-            by_name,
-        })
+        Ok(Self { base: a.base, sorted, by_name })
     }
 
     fn contains_address(&self, address: u64) -> bool {
@@ -224,14 +161,7 @@ fn modules(modules: &[Module]) -> Result<ModuleMap<'_>> {
         for f in &module.functions {
             param_layout(module, f)?;
         }
-        map.insert(
-            module.id.as_str(),
-            module
-                .functions
-                .iter()
-                .map(|f| (f.name.as_str(), f))
-                .collect(),
-        );
+        map.insert(module.id.as_str(), module.functions.iter().map(|f| (f.name.as_str(), f)).collect());
     }
     Ok(map)
 }
@@ -241,12 +171,7 @@ fn param_layout(module: &Module, f: &Function) -> Result {
     for (param, slot) in f.params.iter().enumerate() {
         let span = slot.offset..slot.offset.saturating_add(slot.size);
         if slot.offset < end || slot.size == 0 {
-            return Err(E::ParamLayout {
-                module: module.id.clone(),
-                function: f.name.clone(),
-                param,
-                span,
-            });
+            return Err(E::ParamLayout { module: module.id.clone(), function: f.name.clone(), param, span });
         }
         end = span.end;
     }
@@ -263,20 +188,12 @@ struct TemplateCheck<'a, 'm> {
 impl TemplateCheck<'_, '_> {
     fn run(&self) -> Result {
         let t = self.template;
-        recorded_flags(&t.flags).map_err(|source| E::Flags {
-            template: t.name.clone(),
-            source,
-        })?;
+        recorded_flags(&t.flags).map_err(|source| E::Flags { template: t.name.clone(), source })?;
         unique("node", t.nodes.iter().map(|n| n.id.as_str()))?;
         for node in &t.nodes {
             self.node(&node.id, &node.op)?;
         }
-        let index: HashMap<&str, usize> = t
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.id.as_str(), i))
-            .collect();
+        let index: HashMap<&str, usize> = t.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
         self.acyclic(&index)?;
         self.capture_order(&index)
     }
@@ -287,11 +204,7 @@ impl TemplateCheck<'_, '_> {
             NodeOp::Memset(m) => {
                 if ![1, 2, 4].contains(&m.element_size) {
                     let element_size = m.element_size;
-                    return Err(E::MemsetElement {
-                        template: self.name(),
-                        node: node.into(),
-                        element_size,
-                    });
+                    return Err(E::MemsetElement { template: self.name(), node: node.into(), element_size });
                 }
                 self.buffer_range(node, &m.dst, m.count.saturating_mul(m.element_size.into()))
             }
@@ -305,87 +218,52 @@ impl TemplateCheck<'_, '_> {
 
     fn kernel(&self, node: &str, k: &KernelNode) -> Result {
         let (template, node_id) = (self.name(), node.to_owned());
-        let functions = self
-            .modules
-            .get(k.module.as_str())
-            .ok_or_else(|| E::UnknownModule {
-                template: template.clone(),
-                node: node_id.clone(),
-                module: k.module.clone(),
-            })?;
-        let f = functions
-            .get(k.function.as_str())
-            .ok_or_else(|| E::UnknownFunction {
-                template: template.clone(),
-                node: node_id.clone(),
-                module: k.module.clone(),
-                function: k.function.clone(),
-            })?;
+        let functions = self.modules.get(k.module.as_str()).ok_or_else(|| E::UnknownModule {
+            template: template.clone(),
+            node: node_id.clone(),
+            module: k.module.clone(),
+        })?;
+        let f = functions.get(k.function.as_str()).ok_or_else(|| E::UnknownFunction {
+            template: template.clone(),
+            node: node_id.clone(),
+            module: k.module.clone(),
+            function: k.function.clone(),
+        })?;
         if k.params.len() as u64 != f.param_bytes() {
             let (expected, found) = (f.param_bytes(), k.params.len() as u64);
-            return Err(E::ParamBytes {
-                template,
-                node: node_id,
-                function: f.name.clone(),
-                expected,
-                found,
-            });
+            return Err(E::ParamBytes { template, node: node_id, function: f.name.clone(), expected, found });
         }
         for p in &k.pointers {
-            let slot = f
-                .params
-                .get(p.param as usize)
-                .ok_or_else(|| E::PointerParamIndex {
-                    template: template.clone(),
-                    node: node_id.clone(),
-                    function: f.name.clone(),
-                    param: p.param,
-                    count: f.params.len(),
-                })?;
+            let slot = f.params.get(p.param as usize).ok_or_else(|| E::PointerParamIndex {
+                template: template.clone(),
+                node: node_id.clone(),
+                function: f.name.clone(),
+                param: p.param,
+                count: f.params.len(),
+            })?;
             if slot.size != 8 {
-                return Err(E::PointerParamSize {
-                    template,
-                    node: node_id,
-                    param: p.param,
-                    size: slot.size,
-                });
+                return Err(E::PointerParamSize { template, node: node_id, param: p.param, size: slot.size });
             }
             let bytes = slot.offset..slot.offset + 8;
             let raw = &k.params[bytes.start as usize..bytes.end as usize];
             let address = u64::from_le_bytes(raw.try_into().expect("slot is 8 bytes"));
             if !p.external && !self.buffers.contains_address(address) {
-                return Err(E::DanglingPointer {
-                    template,
-                    node: node_id,
-                    param: p.param,
-                    bytes,
-                    address,
-                });
+                return Err(E::DanglingPointer { template, node: node_id, param: p.param, bytes, address });
             }
         }
         Ok(())
     }
 
     fn buffer_range(&self, node: &str, target: &BufferRef, len: u64) -> Result {
-        let buffer = self
-            .buffers
-            .by_name
-            .get(target.buffer.as_str())
-            .ok_or_else(|| E::UnknownBuffer {
-                template: self.name(),
-                node: node.into(),
-                buffer: target.buffer.clone(),
-            })?;
+        let buffer = self.buffers.by_name.get(target.buffer.as_str()).ok_or_else(|| E::UnknownBuffer {
+            template: self.name(),
+            node: node.into(),
+            buffer: target.buffer.clone(),
+        })?;
         let span: Range<u64> = target.offset..target.offset.saturating_add(len);
         if span.end > buffer.size || len == 0 {
             let (template, node, buffer_name) = (self.name(), node.into(), buffer.name.clone());
-            return Err(E::BufferRange {
-                template,
-                node,
-                buffer: buffer_name,
-                span,
-                size: buffer.size,
-            });
+            return Err(E::BufferRange { template, node, buffer: buffer_name, span, size: buffer.size });
         }
         Ok(())
     }
@@ -397,14 +275,11 @@ impl TemplateCheck<'_, '_> {
         let mut in_degree = vec![0usize; t.nodes.len()];
         for (edge, e) in t.edges.iter().enumerate() {
             let lookup = |id: &String| {
-                index
-                    .get(id.as_str())
-                    .copied()
-                    .ok_or_else(|| E::UnknownEdgeNode {
-                        template: self.name(),
-                        edge,
-                        node: id.clone(),
-                    })
+                index.get(id.as_str()).copied().ok_or_else(|| E::UnknownEdgeNode {
+                    template: self.name(),
+                    edge,
+                    node: id.clone(),
+                })
             };
             let (from, to) = (lookup(&e.from)?, lookup(&e.to)?);
             successors[from].push(to);
@@ -424,29 +299,15 @@ impl TemplateCheck<'_, '_> {
         if visited == t.nodes.len() {
             return Ok(());
         }
-        let nodes = (0..t.nodes.len())
-            .filter(|&n| in_degree[n] > 0)
-            .take(8)
-            .map(|n| t.nodes[n].id.clone())
-            .collect();
-        Err(E::Cycle {
-            template: self.name(),
-            nodes,
-        })
+        let nodes = (0..t.nodes.len()).filter(|&n| in_degree[n] > 0).take(8).map(|n| t.nodes[n].id.clone()).collect();
+        Err(E::Cycle { template: self.name(), nodes })
     }
 
     fn capture_order(&self, index: &HashMap<&str, usize>) -> Result {
         let t = self.template;
-        let fail = |reason: String| E::CaptureOrder {
-            template: self.name(),
-            reason,
-        };
+        let fail = |reason: String| E::CaptureOrder { template: self.name(), reason };
         if t.capture_order.len() != t.nodes.len() {
-            return Err(fail(format!(
-                "it lists {} nodes, the template has {}",
-                t.capture_order.len(),
-                t.nodes.len()
-            )));
+            return Err(fail(format!("it lists {} nodes, the template has {}", t.capture_order.len(), t.nodes.len())));
         }
         let mut seen = HashSet::new();
         for id in &t.capture_order {
@@ -477,22 +338,10 @@ pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateF
 fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
     for (index, e) in m.expectations.iter().enumerate() {
         if !m.templates.iter().any(|t| t.name == e.template) {
-            return Err(E::ExpectationTarget {
-                index,
-                kind: "template",
-                name: e.template.clone(),
-            });
+            return Err(E::ExpectationTarget { index, kind: "template", name: e.template.clone() });
         }
-        if let Some(o) = e
-            .outputs
-            .iter()
-            .find(|o| !buffers.by_name.contains_key(o.buffer.as_str()))
-        {
-            return Err(E::ExpectationTarget {
-                index,
-                kind: "buffer",
-                name: o.buffer.clone(),
-            });
+        if let Some(o) = e.outputs.iter().find(|o| !buffers.by_name.contains_key(o.buffer.as_str())) {
+            return Err(E::ExpectationTarget { index, kind: "buffer", name: o.buffer.clone() });
         }
     }
     Ok(())
@@ -502,49 +351,25 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
 /// reading), and hashes.
 pub fn files(m: &Manifest, dir: &Path) -> Result {
     for s in &m.shards {
-        verify_file(
-            dir,
-            &format!("shard {}", s.index),
-            &s.file,
-            &s.sha256,
-            |len| (len != s.size).then_some(s.size),
-        )?;
+        verify_file(dir, &format!("shard {}", s.index), &s.file, &s.sha256, |len| (len != s.size).then_some(s.size))?;
     }
     for module in &m.modules {
-        verify_file(
-            dir,
-            &format!("module `{}`", module.id),
-            &module.file,
-            &module.sha256,
-            |len| (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES),
-        )?;
+        verify_file(dir, &format!("module `{}`", module.id), &module.file, &module.sha256, |len| {
+            (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES)
+        })?;
     }
     Ok(())
 }
 
 /// `size_rule` returns the size the manifest allows when the file's length breaks it.
-fn verify_file(
-    dir: &Path,
-    item: &str,
-    relative: &str,
-    sha256: &str,
-    size_rule: impl Fn(u64) -> Option<u64>,
-) -> Result {
+fn verify_file(dir: &Path, item: &str, relative: &str, sha256: &str, size_rule: impl Fn(u64) -> Option<u64>) -> Result {
     let path = resolve_in_core(dir, relative, item)?;
-    let unreadable = |e: std::io::Error| E::FileUnreadable {
-        item: item.into(),
-        path: relative.into(),
-        reason: e.to_string(),
-    };
+    let unreadable =
+        |e: std::io::Error| E::FileUnreadable { item: item.into(), path: relative.into(), reason: e.to_string() };
     let file = File::open(&path).map_err(unreadable)?;
     let found = file.metadata().map_err(unreadable)?.len();
     if let Some(declared) = size_rule(found) {
-        return Err(E::FileSize {
-            item: item.into(),
-            path: relative.into(),
-            declared,
-            found,
-        });
+        return Err(E::FileSize { item: item.into(), path: relative.into(), declared, found });
     }
     let actual = hash_hex(file).map_err(unreadable)?;
     if actual != sha256 {

@@ -8,11 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::runner::RunConfig;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "gnomon",
-    version,
-    about = "Qualifies exported CUDA-graph cores"
-)]
+#[command(name = "gnomon", version, about = "Qualifies exported CUDA-graph cores")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

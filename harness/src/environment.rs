@@ -19,15 +19,8 @@ pub fn collect() -> Environment {
     };
     match gnomon_core::cuda::preflight() {
         Ok(p) => {
-            env.driver_version = Some(format!(
-                "{}.{}",
-                p.driver_version / 1000,
-                p.driver_version % 1000 / 10
-            ));
-            env.nvrtc_version = Some(
-                p.nvrtc_version
-                    .unwrap_or_else(|e| format!("unavailable: {e}")),
-            );
+            env.driver_version = Some(format!("{}.{}", p.driver_version / 1000, p.driver_version % 1000 / 10));
+            env.nvrtc_version = Some(p.nvrtc_version.unwrap_or_else(|e| format!("unavailable: {e}")));
             env.gpus = p
                 .devices
                 .into_iter()
@@ -45,31 +38,18 @@ pub fn collect() -> Environment {
 }
 
 pub fn facilities(env: &Environment) -> Facilities {
-    Facilities {
-        gpus: env.gpus.len() as u32,
-        gpu_unavailable: env.gpu_unavailable.clone(),
-    }
+    Facilities { gpus: env.gpus.len() as u32, gpu_unavailable: env.gpu_unavailable.clone() }
 }
 
 fn cpu_model() -> String {
     let info = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info.lines().find_map(|l| {
-        l.strip_prefix("model name")
-            .and_then(|r| r.split(':').nth(1))
-    });
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    format!(
-        "{} x{threads}",
-        model.map(str::trim).unwrap_or(std::env::consts::ARCH)
-    )
+    let model = info.lines().find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)));
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{} x{threads}", model.map(str::trim).unwrap_or(std::env::consts::ARCH))
 }
 
 fn os_name() -> String {
     let release = fs::read_to_string("/etc/os-release").unwrap_or_default();
     let pretty = release.lines().find_map(|l| l.strip_prefix("PRETTY_NAME="));
-    pretty
-        .map(|p| p.trim_matches('"').to_owned())
-        .unwrap_or_else(|| std::env::consts::OS.into())
+    pretty.map(|p| p.trim_matches('"').to_owned()).unwrap_or_else(|| std::env::consts::OS.into())
 }

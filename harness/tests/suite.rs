@@ -6,9 +6,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 fn main() -> ExitCode {
     let scratch = tempfile::tempdir().expect("a temporary directory for the report");
-    let report_dir = std::env::var_os("GNOMON_REPORT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| scratch.path().into());
+    let report_dir = std::env::var_os("GNOMON_REPORT_DIR").map(PathBuf::from).unwrap_or_else(|| scratch.path().into());
     let config = gnomon::runner::RunConfig {
         libtest: libtest_mimic::Arguments::from_args(),
         report_dir: Some(report_dir),

@@ -17,11 +17,7 @@ pub fn verdicts(cases: &[CaseRecord]) -> Vec<ClaimVerdict> {
             let not_passed: Vec<Shortfall> = cases
                 .iter()
                 .filter(|c| c.status != Status::Passed)
-                .map(|c| Shortfall {
-                    case: c.id.clone(),
-                    status: c.status,
-                    reason: c.reason.clone(),
-                })
+                .map(|c| Shortfall { case: c.id.clone(), status: c.status, reason: c.reason.clone() })
                 .collect();
             ClaimVerdict {
                 claim: claim.to_owned(),

@@ -66,10 +66,7 @@ pub enum Status {
 impl Status {
     /// Whether this status makes the run fail.
     pub fn fails_run(self) -> bool {
-        matches!(
-            self,
-            Status::Failed | Status::Crashed | Status::TimedOut | Status::UnexpectedPass
-        )
+        matches!(self, Status::Failed | Status::Crashed | Status::TimedOut | Status::UnexpectedPass)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -103,10 +100,7 @@ pub struct Metric {
 
 impl Metric {
     pub fn new(value: f64, unit: &str) -> Self {
-        Self {
-            value,
-            unit: unit.into(),
-        }
+        Self { value, unit: unit.into() }
     }
 }
 
@@ -222,27 +216,14 @@ pub struct Report {
 
 impl Report {
     /// Assembles a report, sorting cases by id and deriving claims and totals from them.
-    pub fn new(
-        run: Run,
-        subject: Subject,
-        environment: Environment,
-        mut cases: Vec<CaseRecord>,
-    ) -> Self {
+    pub fn new(run: Run, subject: Subject, environment: Environment, mut cases: Vec<CaseRecord>) -> Self {
         cases.sort_by(|a, b| a.id.cmp(&b.id));
         let claims = crate::verdicts(&cases);
         let mut totals = BTreeMap::new();
         for case in &cases {
             *totals.entry(case.status).or_insert(0) += 1;
         }
-        Self {
-            schema_version: SCHEMA_VERSION,
-            run,
-            subject,
-            environment,
-            cases,
-            claims,
-            totals,
-        }
+        Self { schema_version: SCHEMA_VERSION, run, subject, environment, cases, claims, totals }
     }
 
     pub fn from_json(text: &str) -> serde_json::Result<Self> {

@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gnomon_reports::{
-    render, CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject,
-};
+use gnomon_reports::{render, CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject};
 
 fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseRecord {
     CaseRecord {
@@ -24,36 +22,16 @@ fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseReco
 
 pub fn hand_made() -> Report {
     let cases = vec![
-        case(
-            "cpu/flags/value=1/accepted",
-            Status::Passed,
-            None,
-            "flags-contract",
-        ),
-        case(
-            "gpu/flags/value=8/launch",
-            Status::ExpectedFailure,
-            Some("driver drops bit 8"),
-            "flags-fidelity",
-        ),
+        case("cpu/flags/value=1/accepted", Status::Passed, None, "flags-contract"),
+        case("gpu/flags/value=8/launch", Status::ExpectedFailure, Some("driver drops bit 8"), "flags-fidelity"),
         case(
             "gpu/flags/value=9/launch",
             Status::UnexpectedPass,
             Some("expected to fail on this driver"),
             "flags-fidelity",
         ),
-        case(
-            "gpu/fault/sticky",
-            Status::Crashed,
-            Some("killed by signal 6"),
-            "isolation",
-        ),
-        case(
-            "gpu/hang",
-            Status::TimedOut,
-            Some("no result within 2s"),
-            "isolation",
-        ),
+        case("gpu/fault/sticky", Status::Crashed, Some("killed by signal 6"), "isolation"),
+        case("gpu/hang", Status::TimedOut, Some("no result within 2s"), "isolation"),
         case(
             "replay/gemm/cap=64MiB/handover=exit",
             Status::Blocked,
@@ -72,12 +50,7 @@ pub fn hand_made() -> Report {
             Some("needs 2 CUDA GPUs, 1 present"),
             "tensor-parallel-readiness",
         ),
-        case(
-            "gpu/flags/value=0/launch",
-            Status::Flaky,
-            Some("passed on attempt 2"),
-            "flags-fidelity",
-        ),
+        case("gpu/flags/value=0/launch", Status::Flaky, Some("passed on attempt 2"), "flags-fidelity"),
     ];
     let run = Run {
         id: "20261129T160000Z-1".into(),
@@ -88,23 +61,15 @@ pub fn hand_made() -> Report {
         partition: None,
         complete: true,
     };
-    let subject = Subject {
-        name: "gnomon-core reference exporter".into(),
-        version: "0.1.0".into(),
-        commit: "abc123".into(),
-    };
+    let subject =
+        Subject { name: "gnomon-core reference exporter".into(), version: "0.1.0".into(), commit: "abc123".into() };
     let environment = Environment {
         host: "runner-1".into(),
         cpu: "x86_64 x16".into(),
         os: "Ubuntu 24.04".into(),
         harness_version: "0.1.0".into(),
         harness_commit: "abc123".into(),
-        gpus: vec![Gpu {
-            index: 0,
-            name: "NVIDIA H200".into(),
-            arch: "sm_90".into(),
-            memory_bytes: 150_754_820_096,
-        }],
+        gpus: vec![Gpu { index: 0, name: "NVIDIA H200".into(), arch: "sm_90".into(), memory_bytes: 150_754_820_096 }],
         driver_version: Some("13.0".into()),
         nvrtc_version: Some("13.0".into()),
         gpu_unavailable: None,

@@ -45,86 +45,43 @@ pub fn cases() -> Vec<Case> {
                 ExportPlan::new(templates.iter().map(|t| (t, flags, FlagsOrigin::Explicit))),
                 "building an export plan from templates",
             )?;
-            ensure(plan.entries().len() == 2, || {
-                format!("plan holds {} entries", plan.entries().len())
-            })
+            ensure(plan.entries().len() == 2, || format!("plan holds {} entries", plan.entries().len()))
         }),
-        Case::cpu(
-            "cpu/contract/export-duplicate-template-refused",
-            CLAIM,
-            |_| {
-                let templates = [Template("decode-b1"), Template("decode-b1")];
-                let entries = templates
-                    .iter()
-                    .map(|t| (t, InstantiateFlags::ALL[0], FlagsOrigin::Explicit));
-                refused(ExportPlan::new(entries).map(|_| ()), |e| {
-                    matches!(e, ContractError::DuplicateTemplate { .. })
-                })
+        Case::cpu("cpu/contract/export-duplicate-template-refused", CLAIM, |_| {
+            let templates = [Template("decode-b1"), Template("decode-b1")];
+            let entries = templates.iter().map(|t| (t, InstantiateFlags::ALL[0], FlagsOrigin::Explicit));
+            refused(ExportPlan::new(entries).map(|_| ()), |e| matches!(e, ContractError::DuplicateTemplate { .. }))
                 .map(drop)
-            },
-        ),
-        Case::cpu(
-            "cpu/contract/replay-without-executables-refused",
-            CLAIM,
-            |_| {
-                refused(plan(vec![]), |e| matches!(e, ContractError::MissingExecutable { template } if template == "decode-b1"))
-                .map(drop)
-            },
-        ),
-        Case::cpu(
-            "cpu/contract/replay-missing-one-executable-refused",
-            CLAIM,
-            |_| {
-                refused(plan(vec![Executable("decode-b1", 1)]), |e| {
-                matches!(e, ContractError::MissingExecutable { template } if template == "decode-b8")
-            })
-            .map(drop)
-            },
-        ),
-        Case::cpu(
-            "cpu/contract/replay-unmatched-executable-refused",
-            CLAIM,
-            |_| {
-                let execs = vec![
-                    Executable("decode-b1", 1),
-                    Executable("decode-b8", 9),
-                    Executable("prefill", 0),
-                ];
-                refused(plan(execs), |e| {
-                    matches!(e, ContractError::UnmatchedExecutable { .. })
-                })
-                .map(drop)
-            },
-        ),
-        Case::cpu("cpu/contract/replay-flags-differ-refused", CLAIM, |_| {
+        }),
+        Case::cpu("cpu/contract/replay-without-executables-refused", CLAIM, |_| {
             refused(
-                plan(vec![Executable("decode-b1", 1), Executable("decode-b8", 1)]),
-                |e| {
-                    matches!(
-                        e,
-                        ContractError::FlagsDiffer {
-                            recorded: 9,
-                            executable: 1,
-                            ..
-                        }
-                    )
-                },
+                plan(vec![]),
+                |e| matches!(e, ContractError::MissingExecutable { template } if template == "decode-b1"),
             )
             .map(drop)
         }),
-        Case::cpu(
-            "cpu/contract/replay-plan-orders-executables-as-recorded",
-            CLAIM,
-            |_| {
-                let plan = accepted(
-                    plan(vec![Executable("decode-b8", 9), Executable("decode-b1", 1)]),
-                    "building a replay plan",
-                )?;
-                let order: Vec<_> = plan.executables().iter().map(|e| e.0).collect();
-                ensure(order == ["decode-b1", "decode-b8"], || {
-                    format!("plan order {order:?}")
-                })
-            },
-        ),
+        Case::cpu("cpu/contract/replay-missing-one-executable-refused", CLAIM, |_| {
+            refused(
+                plan(vec![Executable("decode-b1", 1)]),
+                |e| matches!(e, ContractError::MissingExecutable { template } if template == "decode-b8"),
+            )
+            .map(drop)
+        }),
+        Case::cpu("cpu/contract/replay-unmatched-executable-refused", CLAIM, |_| {
+            let execs = vec![Executable("decode-b1", 1), Executable("decode-b8", 9), Executable("prefill", 0)];
+            refused(plan(execs), |e| matches!(e, ContractError::UnmatchedExecutable { .. })).map(drop)
+        }),
+        Case::cpu("cpu/contract/replay-flags-differ-refused", CLAIM, |_| {
+            refused(plan(vec![Executable("decode-b1", 1), Executable("decode-b8", 1)]), |e| {
+                matches!(e, ContractError::FlagsDiffer { recorded: 9, executable: 1, .. })
+            })
+            .map(drop)
+        }),
+        Case::cpu("cpu/contract/replay-plan-orders-executables-as-recorded", CLAIM, |_| {
+            let plan =
+                accepted(plan(vec![Executable("decode-b8", 9), Executable("decode-b1", 1)]), "building a replay plan")?;
+            let order: Vec<_> = plan.executables().iter().map(|e| e.0).collect();
+            ensure(order == ["decode-b1", "decode-b8"], || format!("plan order {order:?}"))
+        }),
     ]
 }

@@ -30,26 +30,12 @@ macro_rules! invalid {
     };
 }
 
-fn row(
-    slug: &'static str,
-    corrupt: fn(&mut CoreDraft),
-    expected: fn(&CoreError) -> bool,
-) -> Corruption {
-    Corruption {
-        slug,
-        corrupt,
-        on_disk: |_| {},
-        expected,
-    }
+fn row(slug: &'static str, corrupt: fn(&mut CoreDraft), expected: fn(&CoreError) -> bool) -> Corruption {
+    Corruption { slug, corrupt, on_disk: |_| {}, expected }
 }
 
 fn on_disk(slug: &'static str, on_disk: fn(&Path), expected: fn(&CoreError) -> bool) -> Corruption {
-    Corruption {
-        slug,
-        corrupt: |_| {},
-        on_disk,
-        expected,
-    }
+    Corruption { slug, corrupt: |_| {}, on_disk, expected }
 }
 
 impl Corruption {
@@ -67,29 +53,15 @@ impl Corruption {
 /// Every corruption, one per rule and variant.
 pub fn corruptions() -> Vec<Corruption> {
     vec![
-        row(
-            "unknown-version",
-            |d| d.manifest.format.version = 99,
-            invalid!(UnsupportedVersion { found: 99, .. }),
-        ),
-        row(
-            "wrong-format-name",
-            |d| d.manifest.format.name = "onnx".into(),
-            invalid!(FormatName { .. }),
-        ),
-        on_disk("unknown-field", add_unknown_field, |e| {
-            matches!(e, CoreError::Parse { .. })
-        }),
+        row("unknown-version", |d| d.manifest.format.version = 99, invalid!(UnsupportedVersion { found: 99, .. })),
+        row("wrong-format-name", |d| d.manifest.format.name = "onnx".into(), invalid!(FormatName { .. })),
+        on_disk("unknown-field", add_unknown_field, |e| matches!(e, CoreError::Parse { .. })),
         row(
             "granularity-not-power-of-two",
             |d| d.manifest.arena.granularity = 3000,
             invalid!(ShardCap(ShardPlanError::Granularity { .. })),
         ),
-        row(
-            "cap-zero",
-            |d| d.manifest.arena.shard_cap = 0,
-            invalid!(ShardCap(ShardPlanError::CapZero)),
-        ),
+        row("cap-zero", |d| d.manifest.arena.shard_cap = 0, invalid!(ShardCap(ShardPlanError::CapZero))),
         row(
             "cap-below-granularity",
             |d| d.manifest.arena.shard_cap = 1024,
@@ -100,16 +72,8 @@ pub fn corruptions() -> Vec<Corruption> {
             |d| d.manifest.arena.shard_cap = CAP + 1024,
             invalid!(ShardCap(ShardPlanError::CapNotMultiple { .. })),
         ),
-        row(
-            "base-misaligned",
-            |d| d.manifest.arena.base = BASE + 512,
-            invalid!(BaseMisaligned { .. }),
-        ),
-        row(
-            "arena-size-unreal",
-            |d| d.manifest.arena.size = 1 << 50,
-            invalid!(ArenaSize { .. }),
-        ),
+        row("base-misaligned", |d| d.manifest.arena.base = BASE + 512, invalid!(BaseMisaligned { .. })),
+        row("arena-size-unreal", |d| d.manifest.arena.size = 1 << 50, invalid!(ArenaSize { .. })),
         row(
             "arena-past-address-space",
             |d| d.manifest.arena.base = u64::MAX & !(GRANULARITY - 1),
@@ -118,61 +82,26 @@ pub fn corruptions() -> Vec<Corruption> {
         row(
             "shard-index-out-of-order",
             |d| d.manifest.shards[1].index = 5,
-            invalid!(ShardIndex {
-                position: 1,
-                index: 5
-            }),
+            invalid!(ShardIndex { position: 1, index: 5 }),
         ),
-        row(
-            "shard-empty",
-            |d| d.manifest.shards[1].size = 0,
-            invalid!(ShardEmpty { index: 1, .. }),
-        ),
+        row("shard-empty", |d| d.manifest.shards[1].size = 0, invalid!(ShardEmpty { index: 1, .. })),
         row(
             "shard-over-cap",
             |d| d.manifest.shards[0].size = CAP + GRANULARITY,
             invalid!(ShardOverCap { index: 0, .. }),
         ),
-        row(
-            "shard-misaligned",
-            |d| d.manifest.shards[1].offset = CAP + 16,
-            invalid!(ShardMisaligned { index: 1, .. }),
-        ),
-        row(
-            "shards-overlap",
-            |d| d.manifest.shards[1].offset = GRANULARITY,
-            invalid!(ShardOverlap { index: 1, .. }),
-        ),
-        row(
-            "shards-gap",
-            shards_gap,
-            invalid!(ShardGap { index: 1, .. }),
-        ),
-        row(
-            "shard-missing",
-            |d| drop(d.manifest.shards.pop()),
-            invalid!(MissingShard { covered: CAP, .. }),
-        ),
-        row(
-            "shard-extra",
-            extra_shard,
-            invalid!(ExtraShard { index: 2, .. }),
-        ),
+        row("shard-misaligned", |d| d.manifest.shards[1].offset = CAP + 16, invalid!(ShardMisaligned { index: 1, .. })),
+        row("shards-overlap", |d| d.manifest.shards[1].offset = GRANULARITY, invalid!(ShardOverlap { index: 1, .. })),
+        row("shards-gap", shards_gap, invalid!(ShardGap { index: 1, .. })),
+        row("shard-missing", |d| drop(d.manifest.shards.pop()), invalid!(MissingShard { covered: CAP, .. })),
+        row("shard-extra", extra_shard, invalid!(ExtraShard { index: 2, .. })),
         row(
             "buffer-duplicate",
             |d| d.manifest.buffers[1].name = "x".into(),
             invalid!(Duplicate { kind: "buffer", .. }),
         ),
-        row(
-            "buffer-outside-arena",
-            |d| d.manifest.buffers[3].offset = ARENA,
-            invalid!(BufferOutsideArena { .. }),
-        ),
-        row(
-            "buffers-overlap",
-            |d| d.manifest.buffers[1].offset = GRANULARITY / 2,
-            invalid!(BuffersOverlap { .. }),
-        ),
+        row("buffer-outside-arena", |d| d.manifest.buffers[3].offset = ARENA, invalid!(BufferOutsideArena { .. })),
+        row("buffers-overlap", |d| d.manifest.buffers[1].offset = GRANULARITY / 2, invalid!(BuffersOverlap { .. })),
         row(
             "module-duplicate",
             |d| d.manifest.modules.push(d.manifest.modules[0].clone()),
@@ -186,43 +115,24 @@ pub fn corruptions() -> Vec<Corruption> {
         row(
             "template-duplicate",
             |d| d.manifest.templates.push(d.manifest.templates[0].clone()),
-            invalid!(Duplicate {
-                kind: "template",
-                ..
-            }),
+            invalid!(Duplicate { kind: "template", .. }),
         ),
         row(
             "node-duplicate",
             |d| d.manifest.templates[0].nodes[1].id = "n0".into(),
             invalid!(Duplicate { kind: "node", .. }),
         ),
-        row(
-            "node-unknown-module",
-            |d| d.kernel_mut().module = "m9".into(),
-            invalid!(UnknownModule { .. }),
-        ),
-        row(
-            "node-unknown-function",
-            |d| d.kernel_mut().function = "gemm".into(),
-            invalid!(UnknownFunction { .. }),
-        ),
+        row("node-unknown-module", |d| d.kernel_mut().module = "m9".into(), invalid!(UnknownModule { .. })),
+        row("node-unknown-function", |d| d.kernel_mut().function = "gemm".into(), invalid!(UnknownFunction { .. })),
         row(
             "param-bytes-short",
             |d| d.kernel_mut().params.truncate(24),
-            invalid!(ParamBytes {
-                expected: 28,
-                found: 24,
-                ..
-            }),
+            invalid!(ParamBytes { expected: 28, found: 24, .. }),
         ),
         row(
             "param-bytes-long",
             |d| d.kernel_mut().params.push(0),
-            invalid!(ParamBytes {
-                expected: 28,
-                found: 29,
-                ..
-            }),
+            invalid!(ParamBytes { expected: 28, found: 29, .. }),
         ),
         row(
             "pointer-param-index",
@@ -232,50 +142,19 @@ pub fn corruptions() -> Vec<Corruption> {
         row(
             "pointer-param-not-pointer-sized",
             |d| d.kernel_mut().pointers.push(pointer(0)),
-            invalid!(PointerParamSize {
-                param: 0,
-                size: 4,
-                ..
-            }),
+            invalid!(PointerParamSize { param: 0, size: 4, .. }),
         ),
         row(
             "pointer-outside-buffers",
             |d| set_y_pointer(d, BASE + ARENA + 64),
             invalid!(DanglingPointer { param: 2, .. }),
         ),
-        row(
-            "pointer-below-arena",
-            |d| set_y_pointer(d, BASE - 8),
-            invalid!(DanglingPointer { param: 2, .. }),
-        ),
-        row(
-            "memset-unknown-buffer",
-            |d| memset_target(d, "nope"),
-            invalid!(UnknownBuffer { .. }),
-        ),
-        row(
-            "memset-element-size",
-            |d| memset_element(d, 3),
-            invalid!(MemsetElement {
-                element_size: 3,
-                ..
-            }),
-        ),
-        row(
-            "memcpy-past-buffer",
-            |d| memcpy_bytes(d, GRANULARITY + 1),
-            invalid!(BufferRange { .. }),
-        ),
-        row(
-            "edge-unknown-node",
-            |d| add_edge(d, "n0", "n9"),
-            invalid!(UnknownEdgeNode { .. }),
-        ),
-        row(
-            "edges-cyclic",
-            |d| add_edge(d, "n3", "n1"),
-            invalid!(Cycle { .. }),
-        ),
+        row("pointer-below-arena", |d| set_y_pointer(d, BASE - 8), invalid!(DanglingPointer { param: 2, .. })),
+        row("memset-unknown-buffer", |d| memset_target(d, "nope"), invalid!(UnknownBuffer { .. })),
+        row("memset-element-size", |d| memset_element(d, 3), invalid!(MemsetElement { element_size: 3, .. })),
+        row("memcpy-past-buffer", |d| memcpy_bytes(d, GRANULARITY + 1), invalid!(BufferRange { .. })),
+        row("edge-unknown-node", |d| add_edge(d, "n0", "n9"), invalid!(UnknownEdgeNode { .. })),
+        row("edges-cyclic", |d| add_edge(d, "n3", "n1"), invalid!(Cycle { .. })),
         row(
             "capture-order-incomplete",
             |d| drop(d.manifest.templates[0].capture_order.pop()),
@@ -289,34 +168,22 @@ pub fn corruptions() -> Vec<Corruption> {
         row(
             "flags-unsupported",
             |d| d.manifest.templates[0].flags.explicit = Some(2),
-            invalid!(Flags {
-                source: FlagsError::UnsupportedBit { bit: 2, .. },
-                ..
-            }),
+            invalid!(Flags { source: FlagsError::UnsupportedBit { bit: 2, .. }, .. }),
         ),
         row(
             "flags-ambiguous",
             |d| d.manifest.templates[0].flags.from_executable = Some(1),
-            invalid!(Flags {
-                source: FlagsError::BothSources,
-                ..
-            }),
+            invalid!(Flags { source: FlagsError::BothSources, .. }),
         ),
         row(
             "flags-missing",
             |d| d.manifest.templates[0].flags.explicit = None,
-            invalid!(Flags {
-                source: FlagsError::NoSource,
-                ..
-            }),
+            invalid!(Flags { source: FlagsError::NoSource, .. }),
         ),
         row(
             "expectation-unknown-template",
             |d| d.manifest.expectations[0].template = "prefill".into(),
-            invalid!(ExpectationTarget {
-                kind: "template",
-                ..
-            }),
+            invalid!(ExpectationTarget { kind: "template", .. }),
         ),
         row(
             "expectation-unknown-buffer",
@@ -328,52 +195,23 @@ pub fn corruptions() -> Vec<Corruption> {
             |d| d.manifest.shards[1].file = "../elsewhere/001.bin".into(),
             invalid!(PathEscapes { .. }),
         ),
-        row(
-            "path-absolute",
-            |d| d.manifest.modules[0].file = "/etc/passwd".into(),
-            invalid!(PathEscapes { .. }),
-        ),
-        on_disk(
-            "path-through-link",
-            link_modules_dir,
-            invalid!(PathThroughLink { .. }),
-        ),
-        on_disk(
-            "manifest-is-link",
-            link_manifest,
-            invalid!(PathThroughLink { .. }),
-        ),
+        row("path-absolute", |d| d.manifest.modules[0].file = "/etc/passwd".into(), invalid!(PathEscapes { .. })),
+        on_disk("path-through-link", link_modules_dir, invalid!(PathThroughLink { .. })),
+        on_disk("manifest-is-link", link_manifest, invalid!(PathThroughLink { .. })),
         on_disk(
             "shard-file-missing",
             |dir| fs::remove_file(dir.join("shards/001.bin")).expect("remove shard"),
             invalid!(MissingFile { .. }),
         ),
-        row(
-            "shard-file-short",
-            |d| truncate_file(d, "shards/001.bin"),
-            invalid!(FileSize { declared: CAP, .. }),
-        ),
-        row(
-            "shard-byte-flipped",
-            |d| flip_byte(d, "shards/000.bin"),
-            invalid!(HashMismatch { .. }),
-        ),
-        row(
-            "module-byte-flipped",
-            |d| flip_byte(d, MODULE_FILE),
-            invalid!(HashMismatch { .. }),
-        ),
-        on_disk("manifest-too-large", grow_manifest, |e| {
-            matches!(e, CoreError::ManifestTooLarge { .. })
-        }),
+        row("shard-file-short", |d| truncate_file(d, "shards/001.bin"), invalid!(FileSize { declared: CAP, .. })),
+        row("shard-byte-flipped", |d| flip_byte(d, "shards/000.bin"), invalid!(HashMismatch { .. })),
+        row("module-byte-flipped", |d| flip_byte(d, MODULE_FILE), invalid!(HashMismatch { .. })),
+        on_disk("manifest-too-large", grow_manifest, |e| matches!(e, CoreError::ManifestTooLarge { .. })),
     ]
 }
 
 fn pointer(param: u32) -> PointerParam {
-    PointerParam {
-        param,
-        external: false,
-    }
+    PointerParam { param, external: false }
 }
 
 fn set_y_pointer(d: &mut CoreDraft, address: u64) {
@@ -386,11 +224,7 @@ fn shards_gap(d: &mut CoreDraft) {
 }
 
 fn extra_shard(d: &mut CoreDraft) {
-    let extra = Shard {
-        index: 2,
-        offset: 2 * CAP,
-        ..d.manifest.shards[1].clone()
-    };
+    let extra = Shard { index: 2, offset: 2 * CAP, ..d.manifest.shards[1].clone() };
     d.manifest.shards.push(extra);
 }
 
@@ -420,10 +254,7 @@ fn memcpy_bytes(d: &mut CoreDraft, bytes: u64) {
 }
 
 fn add_edge(d: &mut CoreDraft, from: &str, to: &str) {
-    d.manifest.templates[0].edges.push(Edge {
-        from: from.into(),
-        to: to.into(),
-    });
+    d.manifest.templates[0].edges.push(Edge { from: from.into(), to: to.into() });
 }
 
 fn truncate_file(d: &mut CoreDraft, file: &str) {
@@ -458,10 +289,7 @@ fn add_unknown_field(dir: &Path) {
 
 /// A sparse manifest past the size limit: refused before a byte of it is read.
 fn grow_manifest(dir: &Path) {
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join(MANIFEST_FILE))
-        .expect("open manifest");
+    let file = fs::OpenOptions::new().write(true).open(dir.join(MANIFEST_FILE)).expect("open manifest");
     file.set_len(MAX_MANIFEST_BYTES + 1).expect("grow manifest");
 }
 
@@ -473,22 +301,16 @@ pub fn cases() -> Vec<Case> {
     let mut cases: Vec<Case> = corruptions()
         .into_iter()
         .map(|c| {
-            Case::cpu(
-                &format!("cpu/manifest/{}-refused", c.slug),
-                CLAIM,
-                move |_| {
-                    let root = temp_root()?;
-                    refused(c.open(root.path()), c.expected).map(drop)
-                },
-            )
+            Case::cpu(&format!("cpu/manifest/{}-refused", c.slug), CLAIM, move |_| {
+                let root = temp_root()?;
+                refused(c.open(root.path()), c.expected).map(drop)
+            })
         })
         .collect();
     cases.extend([
         Case::cpu("cpu/manifest/sample-accepted", CLAIM, |_| {
             let root = temp_root()?;
-            CoreDraft::sample()
-                .write(root.path())
-                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            CoreDraft::sample().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening the sample core").map(drop)
         }),
         Case::cpu("cpu/manifest/external-pointer-accepted", CLAIM, |_| {
@@ -496,44 +318,23 @@ pub fn cases() -> Vec<Case> {
             let mut draft = CoreDraft::sample();
             set_y_pointer(&mut draft, 0x7f00_0000_0000);
             draft.kernel_mut().pointers[1].external = true;
-            draft
-                .write(root.path())
-                .map_err(|e| Verdict::Blocked(e.to_string()))?;
-            accepted(
-                Core::open(root.path()),
-                "opening a core with an external pointer",
-            )
-            .map(drop)
+            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(Core::open(root.path()), "opening a core with an external pointer").map(drop)
         }),
         Case::cpu("cpu/format/golden-v1-read", "format-compatibility", |_| {
             let core = accepted(Core::open(&golden::v1_dir()), "opening the golden v1 core")?;
             let m = core.manifest();
-            ensure(
-                m.format.version == 1 && m.templates.len() == 1 && m.shards.len() == 2,
-                || {
-                    format!(
-                        "golden core reads as version {} with {} templates",
-                        m.format.version,
-                        m.templates.len()
-                    )
-                },
-            )
+            ensure(m.format.version == 1 && m.templates.len() == 1 && m.shards.len() == 2, || {
+                format!("golden core reads as version {} with {} templates", m.format.version, m.templates.len())
+            })
         }),
-        Case::cpu(
-            "cpu/format/write-read-round-trip",
-            "format-compatibility",
-            |_| {
-                let root = temp_root()?;
-                let draft = CoreDraft::sample();
-                draft
-                    .write(root.path())
-                    .map_err(|e| Verdict::Blocked(e.to_string()))?;
-                let core = accepted(Core::open(root.path()), "reading back the written core")?;
-                ensure(*core.manifest() == draft.manifest, || {
-                    "manifest read back differs from the one written".into()
-                })
-            },
-        ),
+        Case::cpu("cpu/format/write-read-round-trip", "format-compatibility", |_| {
+            let root = temp_root()?;
+            let draft = CoreDraft::sample();
+            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let core = accepted(Core::open(root.path()), "reading back the written core")?;
+            ensure(*core.manifest() == draft.manifest, || "manifest read back differs from the one written".into())
+        }),
     ]);
     cases
 }

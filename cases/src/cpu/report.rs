@@ -19,60 +19,34 @@ const ALL_STATUSES: [Status; 9] = [
 ];
 
 fn record(id: &str, status: Status, claim: &str) -> CaseRecord {
-    let mut r =
-        Case::cpu(id, "unused", |_| Ok(())).record(status, Some(format!("{status} on purpose")));
+    let mut r = Case::cpu(id, "unused", |_| Ok(())).record(status, Some(format!("{status} on purpose")));
     r.claims = vec![claim.into()];
-    r.metrics
-        .insert("restore".into(), gnomon_reports::Metric::new(1.5, "s"));
+    r.metrics.insert("restore".into(), gnomon_reports::Metric::new(1.5, "s"));
     r
 }
 
 fn sample_report() -> Report {
-    let cases = ALL_STATUSES
-        .iter()
-        .map(|&s| record(&format!("mock/{s}"), s, "everything"))
-        .collect();
-    Report::new(
-        Run::default(),
-        Subject::default(),
-        Environment::default(),
-        cases,
-    )
+    let cases = ALL_STATUSES.iter().map(|&s| record(&format!("mock/{s}"), s, "everything")).collect();
+    Report::new(Run::default(), Subject::default(), Environment::default(), cases)
 }
 
 pub fn cases() -> Vec<Case> {
     vec![
         Case::cpu("cpu/report/json-round-trip", CLAIM, |_| {
             let report = sample_report();
-            let back = accepted(
-                Report::from_json(&report.to_json()),
-                "reading the report back",
-            )?;
+            let back = accepted(Report::from_json(&report.to_json()), "reading the report back")?;
             ensure(back == report, || "report read back differs".into())
         }),
-        Case::cpu(
-            "cpu/report/blocked-case-leaves-claim-not-established",
-            CLAIM,
-            |_| {
-                let cases = vec![
-                    record("replay/a", Status::Passed, "native-replay"),
-                    record("replay/b", Status::Blocked, "native-replay"),
-                ];
-                let report = Report::new(
-                    Run::default(),
-                    Subject::default(),
-                    Environment::default(),
-                    cases,
-                );
-                let verdict = &report.claims[0];
-                let names_blocked = verdict
-                    .not_passed
-                    .iter()
-                    .any(|s| s.case == CaseId::new("replay/b") && s.status == Status::Blocked);
-                ensure(!verdict.established && names_blocked, || {
-                    format!("verdict {verdict:?}")
-                })
-            },
-        ),
+        Case::cpu("cpu/report/blocked-case-leaves-claim-not-established", CLAIM, |_| {
+            let cases = vec![
+                record("replay/a", Status::Passed, "native-replay"),
+                record("replay/b", Status::Blocked, "native-replay"),
+            ];
+            let report = Report::new(Run::default(), Subject::default(), Environment::default(), cases);
+            let verdict = &report.claims[0];
+            let names_blocked =
+                verdict.not_passed.iter().any(|s| s.case == CaseId::new("replay/b") && s.status == Status::Blocked);
+            ensure(!verdict.established && names_blocked, || format!("verdict {verdict:?}"))
+        }),
     ]
 }

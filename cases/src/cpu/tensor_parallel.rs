@@ -15,36 +15,25 @@ fn two_ranks() -> (Manifest, Manifest) {
     rank0.manifest.context.tp_world_size = 2;
     let mut rank1 = rank0.clone();
     rank1.manifest.context.tp_rank = 1;
-    rank1.kernel_mut().params[8..16]
-        .copy_from_slice(&(gnomon_fixtures::sample::BASE + 2 * GRANULARITY).to_le_bytes());
+    rank1.kernel_mut().params[8..16].copy_from_slice(&(gnomon_fixtures::sample::BASE + 2 * GRANULARITY).to_le_bytes());
     (rank0.manifest, rank1.manifest)
 }
 
-fn mismatch(
-    alter: fn(&mut Manifest),
-    what: &'static str,
-) -> impl Fn(&mut crate::Ctx) -> Result<(), Verdict> {
+fn mismatch(alter: fn(&mut Manifest), what: &'static str) -> impl Fn(&mut crate::Ctx) -> Result<(), Verdict> {
     move |_| {
         let (rank0, mut rank1) = two_ranks();
         alter(&mut rank1);
-        refused(
-            check(&[&rank0, &rank1]),
-            |e| matches!(e, E::Mismatch { rank: 1, what: w } if w.contains(what)),
-        )
-        .map(drop)
+        refused(check(&[&rank0, &rank1]), |e| matches!(e, E::Mismatch { rank: 1, what: w } if w.contains(what)))
+            .map(drop)
     }
 }
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::cpu(
-            "cpu/tensor-parallel/consistent-ranks-accepted",
-            CLAIM,
-            |_| {
-                let (rank0, rank1) = two_ranks();
-                accepted(check(&[&rank1, &rank0]), "checking two consistent ranks")
-            },
-        ),
+        Case::cpu("cpu/tensor-parallel/consistent-ranks-accepted", CLAIM, |_| {
+            let (rank0, rank1) = two_ranks();
+            accepted(check(&[&rank1, &rank0]), "checking two consistent ranks")
+        }),
         Case::cpu(
             "cpu/tensor-parallel/flags-mismatch-refused",
             CLAIM,
@@ -53,19 +42,13 @@ pub fn cases() -> Vec<Case> {
         Case::cpu(
             "cpu/tensor-parallel/layout-mismatch-refused",
             CLAIM,
-            mismatch(
-                |m| m.modules[0].functions[0].params[3].size = 8,
-                "parameter layouts",
-            ),
+            mismatch(|m| m.modules[0].functions[0].params[3].size = 8, "parameter layouts"),
         ),
         Case::cpu(
             "cpu/tensor-parallel/template-shape-mismatch-refused",
             CLAIM,
             mismatch(
-                |m| {
-                    m.templates[0].nodes[3].op =
-                        gnomon_core::format::NodeOp::EventRecord { event: "e".into() }
-                },
+                |m| m.templates[0].nodes[3].op = gnomon_core::format::NodeOp::EventRecord { event: "e".into() },
                 "nodes",
             ),
         ),
@@ -77,31 +60,15 @@ pub fn cases() -> Vec<Case> {
         Case::cpu("cpu/tensor-parallel/missing-rank-refused", CLAIM, |_| {
             let (rank0, mut rank1) = two_ranks();
             rank1.context.tp_rank = 2;
-            refused(check(&[&rank0, &rank1]), |e| {
-                *e == E::MissingRank { rank: 1 }
-            })
-            .map(drop)
+            refused(check(&[&rank0, &rank1]), |e| *e == E::MissingRank { rank: 1 }).map(drop)
         }),
         Case::cpu("cpu/tensor-parallel/duplicate-rank-refused", CLAIM, |_| {
             let (rank0, _) = two_ranks();
-            refused(check(&[&rank0, &rank0]), |e| {
-                *e == E::DuplicateRank { rank: 0 }
-            })
-            .map(drop)
+            refused(check(&[&rank0, &rank0]), |e| *e == E::DuplicateRank { rank: 0 }).map(drop)
         }),
         Case::cpu("cpu/tensor-parallel/world-size-refused", CLAIM, |_| {
             let (rank0, _) = two_ranks();
-            refused(check(&[&rank0]), |e| {
-                matches!(
-                    e,
-                    E::WorldSize {
-                        found: 2,
-                        expected: 1,
-                        ..
-                    }
-                )
-            })
-            .map(drop)
+            refused(check(&[&rank0]), |e| matches!(e, E::WorldSize { found: 2, expected: 1, .. })).map(drop)
         }),
     ]
 }

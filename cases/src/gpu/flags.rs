@@ -15,56 +15,36 @@ const CLAIM: &str = "flags-fidelity";
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for value in [0u64, 1, 8, 9] {
-        cases.push(gpu_case(
-            &format!("gpu/flags/value={value}/launch"),
-            CLAIM,
-            move |ctx| {
-                let gpu = Gpu::open()?;
-                let chain = Chain::new(&gpu)?;
-                let template =
-                    accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
-                let exec = accepted(template.instantiate(value), "instantiate")?;
-                accepted(
-                    exec.launch(&gpu.stream)
-                        .and_then(|_| gpu.stream.synchronize()),
-                    "launch",
-                )?;
-                ctx.metric("instantiated-flags", value as f64, "1");
-                chain.check()
-            },
-        ));
-        cases.push(gpu_case(
-            &format!("gpu/flags/value={value}/read-back"),
-            CLAIM,
-            move |ctx| {
-                let gpu = Gpu::open()?;
-                let chain = Chain::new(&gpu)?;
-                let template =
-                    accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
-                let exec = accepted(template.instantiate(value), "instantiate")?;
-                let reported = exec.reported_flags();
-                ctx.metric("instantiated-flags", value as f64, "1");
-                ctx.metric("driver-reported-flags", reported as f64, "1");
-                // The contract: an export that takes flags from this executable records exactly
-                // the instantiated value, or refuses; it never records what the driver reports
-                // when that differs.
-                match resolve(None, Some(&exec)) {
-                    Ok((flags, _)) => ensure(flags.bits() == value && reported == value, || {
-                        format!(
-                            "export took flags {} from an executable instantiated with {value}",
-                            flags.bits()
-                        )
-                    }),
-                    Err(e) => ensure(
-                        e == FlagsError::ReadbackMismatch {
-                            instantiated: value,
-                            reported,
-                        } && reported != value,
-                        || format!("unexpected refusal: {e}"),
-                    ),
-                }
-            },
-        ));
+        cases.push(gpu_case(&format!("gpu/flags/value={value}/launch"), CLAIM, move |ctx| {
+            let gpu = Gpu::open()?;
+            let chain = Chain::new(&gpu)?;
+            let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
+            let exec = accepted(template.instantiate(value), "instantiate")?;
+            accepted(exec.launch(&gpu.stream).and_then(|_| gpu.stream.synchronize()), "launch")?;
+            ctx.metric("instantiated-flags", value as f64, "1");
+            chain.check()
+        }));
+        cases.push(gpu_case(&format!("gpu/flags/value={value}/read-back"), CLAIM, move |ctx| {
+            let gpu = Gpu::open()?;
+            let chain = Chain::new(&gpu)?;
+            let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
+            let exec = accepted(template.instantiate(value), "instantiate")?;
+            let reported = exec.reported_flags();
+            ctx.metric("instantiated-flags", value as f64, "1");
+            ctx.metric("driver-reported-flags", reported as f64, "1");
+            // The contract: an export that takes flags from this executable records exactly
+            // the instantiated value, or refuses; it never records what the driver reports
+            // when that differs.
+            match resolve(None, Some(&exec)) {
+                Ok((flags, _)) => ensure(flags.bits() == value && reported == value, || {
+                    format!("export took flags {} from an executable instantiated with {value}", flags.bits())
+                }),
+                Err(e) => ensure(
+                    e == FlagsError::ReadbackMismatch { instantiated: value, reported } && reported != value,
+                    || format!("unexpected refusal: {e}"),
+                ),
+            }
+        }));
     }
     for value in [2u64, 4, 16, 1 << 40] {
         cases.push(gpu_case(&format!("gpu/flags/value={value}/refused"), CLAIM, move |_| {
@@ -72,10 +52,13 @@ pub fn cases() -> Vec<Case> {
             let chain = Chain::new(&gpu)?;
             let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
             let before = live_executables();
-            refused(template.instantiate(value).map(drop), |e| {
-                matches!(e, CudaError::Flags(FlagsError::UnsupportedBit { value: v, .. }) if *v == value)
-            })?;
-            ensure(live_executables() == before, || format!("{} executables exist after a refusal", live_executables() - before))
+            refused(
+                template.instantiate(value).map(drop),
+                |e| matches!(e, CudaError::Flags(FlagsError::UnsupportedBit { value: v, .. }) if *v == value),
+            )?;
+            ensure(live_executables() == before, || {
+                format!("{} executables exist after a refusal", live_executables() - before)
+            })
         }));
     }
     cases

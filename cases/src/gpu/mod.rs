@@ -20,14 +20,8 @@ use gnomon_fixtures::{
 use crate::{accepted, ensure, Case, Ctx, Requirement, Verdict};
 
 pub fn cases(include_faults: bool) -> Vec<Case> {
-    let mut cases = [
-        residency::cases(),
-        flags::cases(),
-        capture::cases(),
-        layouts::cases(),
-        tensor_parallel::cases(),
-    ]
-    .concat();
+    let mut cases =
+        [residency::cases(), flags::cases(), capture::cases(), layouts::cases(), tensor_parallel::cases()].concat();
     if include_faults {
         cases.extend(fault::cases());
     }
@@ -40,9 +34,7 @@ fn gpu_case(
     claim: &'static str,
     body: impl Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
 ) -> Case {
-    Case::cpu(id, claim, body)
-        .requiring(Requirement::Gpus(1))
-        .isolated()
+    Case::cpu(id, claim, body).requiring(Requirement::Gpus(1)).isolated()
 }
 
 /// A device with a stream; a device that cannot be opened blocks the case.
@@ -67,16 +59,13 @@ impl Gpu {
     /// the case (the subject never ran).
     fn module(&self, kernels: KernelSource) -> Result<Module, Verdict> {
         let arch = format!("sm_{}", self.ctx.info().sm);
-        let ptx = compile_ptx(kernels.name, kernels.source, &arch)
-            .map_err(|e| Verdict::Blocked(e.to_string()))?;
+        let ptx = compile_ptx(kernels.name, kernels.source, &arch).map_err(|e| Verdict::Blocked(e.to_string()))?;
         Module::load(&self.ctx, ptx.as_bytes())
             .map_err(|e| Verdict::Blocked(format!("load fixture `{}`: {e}", kernels.name)))
     }
 
     fn function(&self, module: &Module, name: &str) -> Result<Function, Verdict> {
-        module
-            .function(name)
-            .map_err(|e| Verdict::Blocked(format!("fixture function `{name}`: {e}")))
+        module.function(name).map_err(|e| Verdict::Blocked(format!("fixture function `{name}`: {e}")))
     }
 }
 
@@ -118,21 +107,13 @@ impl Chain {
         let n = (CHAIN_LEN as i32).to_le_bytes();
         let grid = [(CHAIN_LEN as u32).div_ceil(256), 1, 1];
         let scale_add = |a: f32| -> Result<Vec<u8>, CudaError> {
-            let blob = ParamBlob::new(self.scale_add.layout())
-                .set(0, &a.to_le_bytes())
-                .and_then(|b| b.ptr(1, self.x.ptr()));
-            let blob = blob
-                .and_then(|b| b.ptr(2, self.y.ptr()))
-                .and_then(|b| b.set(3, &n));
-            blob.map(ParamBlob::into_bytes)
-                .map_err(|e| CudaError::Unsupported(e.to_string()))
+            let blob =
+                ParamBlob::new(self.scale_add.layout()).set(0, &a.to_le_bytes()).and_then(|b| b.ptr(1, self.x.ptr()));
+            let blob = blob.and_then(|b| b.ptr(2, self.y.ptr())).and_then(|b| b.set(3, &n));
+            blob.map(ParamBlob::into_bytes).map_err(|e| CudaError::Unsupported(e.to_string()))
         };
-        let square = ParamBlob::new(self.square_half.layout())
-            .ptr(0, self.y.ptr())
-            .and_then(|b| b.set(1, &n));
-        let square = square
-            .map(ParamBlob::into_bytes)
-            .map_err(|e| CudaError::Unsupported(e.to_string()))?;
+        let square = ParamBlob::new(self.square_half.layout()).ptr(0, self.y.ptr()).and_then(|b| b.set(1, &n));
+        let square = square.map(ParamBlob::into_bytes).map_err(|e| CudaError::Unsupported(e.to_string()))?;
         stream.launch(&self.scale_add, grid, [256, 1, 1], 0, &scale_add(2.0)?)?;
         stream.launch(&self.square_half, grid, [256, 1, 1], 0, &square)?;
         stream.launch(&self.scale_add, grid, [256, 1, 1], 0, &scale_add(0.5)?)
@@ -144,8 +125,6 @@ impl Chain {
         elementwise_chain(&self.x0, &mut expected);
         let got = from_bytes(&accepted(self.y.download(), "download y")?);
         let diff = max_abs_diff(&got, &expected).unwrap_or(f32::INFINITY);
-        ensure(diff <= 1e-5, || {
-            format!("y differs from the CPU reference by up to {diff}")
-        })
+        ensure(diff <= 1e-5, || format!("y differs from the CPU reference by up to {diff}"))
     }
 }

@@ -7,22 +7,12 @@ use super::{Chain, Gpu};
 use crate::{accepted, ensure, Case, Requirement, Verdict};
 
 pub fn cases() -> Vec<Case> {
-    vec![super::gpu_case(
-        "gpu/tensor-parallel/per-device-capture",
-        "tensor-parallel-readiness",
-        |ctx| {
-            let count = gnomon_core::cuda::preflight()
-                .map_err(Verdict::Blocked)?
-                .devices
-                .len();
-            let shapes: Vec<Vec<String>> =
-                (0..count as u32).map(shape_on).collect::<Result<_, _>>()?;
-            ctx.metric("devices", count as f64, "1");
-            ensure(shapes.windows(2).all(|w| w[0] == w[1]), || {
-                format!("device shapes differ: {shapes:?}")
-            })
-        },
-    )
+    vec![super::gpu_case("gpu/tensor-parallel/per-device-capture", "tensor-parallel-readiness", |ctx| {
+        let count = gnomon_core::cuda::preflight().map_err(Verdict::Blocked)?.devices.len();
+        let shapes: Vec<Vec<String>> = (0..count as u32).map(shape_on).collect::<Result<_, _>>()?;
+        ctx.metric("devices", count as f64, "1");
+        ensure(shapes.windows(2).all(|w| w[0] == w[1]), || format!("device shapes differ: {shapes:?}"))
+    })
     .requiring(Requirement::Gpus(2))]
 }
 
@@ -35,13 +25,9 @@ fn shape_on(ordinal: u32) -> Result<Vec<String>, Verdict> {
     Ok(nodes
         .into_iter()
         .map(|n| match n.kind {
-            NodeKind::Kernel {
-                function,
-                grid,
-                block,
-                layout,
-                ..
-            } => format!("{function} {grid:?} {block:?} {layout:?}"),
+            NodeKind::Kernel { function, grid, block, layout, .. } => {
+                format!("{function} {grid:?} {block:?} {layout:?}")
+            }
             other => format!("{other:?}"),
         })
         .collect())

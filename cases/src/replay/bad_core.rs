@@ -24,9 +24,7 @@ fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
         let workload = by_name("elementwise").expect("the elementwise workload exists");
         drop(export(workload, 64 * MIB, &dir, Handover::Exit)?);
         body(&dir)?;
-        ensure(live_executables() == 0, || {
-            format!("{} executables exist after the refusal", live_executables())
-        })
+        ensure(live_executables() == 0, || format!("{} executables exist after the refusal", live_executables()))
     })
     .requiring(Requirement::Gpus(1))
     .isolated()
@@ -39,10 +37,8 @@ pub fn cases() -> Vec<Case> {
             let mut bytes = fs::read(&shard).map_err(|e| Verdict::Blocked(e.to_string()))?;
             bytes[4096] ^= 0x40;
             fs::write(&shard, bytes).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            refused(Core::open(dir), |e| {
-                matches!(e, CoreError::Invalid(ValidationError::HashMismatch { .. }))
-            })
-            .map(drop)
+            refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::HashMismatch { .. })))
+                .map(drop)
         }),
         bad_core_case("layout-differs-from-driver", |dir| {
             let mut manifest = read_manifest(dir)?;
@@ -50,11 +46,14 @@ pub fn cases() -> Vec<Case> {
             CoreWriter::create(dir)
                 .and_then(|w| w.write_manifest(&manifest))
                 .map_err(|e| Verdict::Blocked(e.to_string()))?;
-            let core = Core::open(dir).map_err(|e| {
-                Verdict::Failed(format!("the edited core should still validate: {e}"))
-            })?;
+            let core =
+                Core::open(dir).map_err(|e| Verdict::Failed(format!("the edited core should still validate: {e}")))?;
             let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            refused(replay(&core, &ctx, Executables::Rebuild), |e| matches!(e, ReplayError::LayoutMismatch { function, .. } if function == "scale_add")).map(drop)
+            refused(
+                replay(&core, &ctx, Executables::Rebuild),
+                |e| matches!(e, ReplayError::LayoutMismatch { function, .. } if function == "scale_add"),
+            )
+            .map(drop)
         }),
         bad_core_case("arena-overlaps-used-address", |dir| {
             let core = Core::open(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
@@ -71,20 +70,14 @@ pub fn cases() -> Vec<Case> {
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, Verdict> {
-    let text =
-        fs::read_to_string(dir.join(MANIFEST_FILE)).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    let text = fs::read_to_string(dir.join(MANIFEST_FILE)).map_err(|e| Verdict::Blocked(e.to_string()))?;
     serde_json::from_str(&text).map_err(|e| Verdict::Blocked(e.to_string()))
 }
 
 /// Records `function`'s last parameter as 8 bytes instead of what the driver reports,
 /// and pads every node's bytes to match, so the core still passes validation.
 fn widen_last_param(m: &mut Manifest, function: &str) {
-    for f in m
-        .modules
-        .iter_mut()
-        .flat_map(|m| m.functions.iter_mut())
-        .filter(|f| f.name == function)
-    {
+    for f in m.modules.iter_mut().flat_map(|m| m.functions.iter_mut()).filter(|f| f.name == function) {
         f.params.last_mut().expect("scale_add has parameters").size = 8;
     }
     for t in &mut m.templates {

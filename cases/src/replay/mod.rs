@@ -24,13 +24,8 @@ pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for w in all() {
         for (cap_name, cap) in CAPS {
-            for (handover_name, handover) in
-                [("exit", Handover::Exit), ("direct", Handover::Direct)]
-            {
-                let id = format!(
-                    "replay/{}/cap={cap_name}/handover={handover_name}",
-                    w.name()
-                );
+            for (handover_name, handover) in [("exit", Handover::Exit), ("direct", Handover::Direct)] {
+                let id = format!("replay/{}/cap={cap_name}/handover={handover_name}", w.name());
                 let case = Case::cpu(&id, CLAIM, move |ctx| match handover {
                     Handover::Exit => exit_handover(w, cap, ctx),
                     Handover::Direct => direct_handover(w, cap, ctx),
@@ -63,23 +58,14 @@ fn scratch() -> Result<tempfile::TempDir, Verdict> {
 /// a fresh process replays it from disk.
 fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
     let tmp = scratch()?;
-    let (written, moved) = (
-        tmp.path().join("exported"),
-        tmp.path().join("elsewhere").join("core"),
-    );
+    let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
     let mut metrics = Vec::new();
     let export_args = ["__export", w.name(), "--cap", &cap.to_string(), "--dir"].map(String::from);
     let outcome = helper(&export_args, &written, &tmp.path().join("export.json"));
     outcome.into_result(&mut metrics)?;
-    std::fs::create_dir_all(moved.parent().expect("has a parent"))
-        .map_err(|e| Verdict::Blocked(e.to_string()))?;
-    std::fs::rename(&written, &moved)
-        .map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
-    let replayed = helper(
-        &["replay".to_owned()],
-        &moved,
-        &tmp.path().join("replay.json"),
-    );
+    std::fs::create_dir_all(moved.parent().expect("has a parent")).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    std::fs::rename(&written, &moved).map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
+    let replayed = helper(&["replay".to_owned()], &moved, &tmp.path().join("replay.json"));
     let result = replayed.into_result(&mut metrics);
     record(ctx, metrics);
     result
@@ -88,20 +74,10 @@ fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdic
 /// Runs `gnomon ARGS DIR --result RESULT` and reads its outcome.
 fn helper(args: &[String], dir: &Path, result: &Path) -> StepOutcome {
     let exe = std::env::current_exe().expect("the running gnomon binary");
-    let status = Command::new(exe)
-        .args(args)
-        .arg(dir)
-        .arg("--result")
-        .arg(result)
-        .status();
-    let read = std::fs::read_to_string(result)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let status = Command::new(exe).args(args).arg(dir).arg("--result").arg(result).status();
+    let read = std::fs::read_to_string(result).ok().and_then(|t| serde_json::from_str(&t).ok());
     read.unwrap_or_else(|| StepOutcome {
-        reason: Some(format!(
-            "`gnomon {}` gave no result ({status:?})",
-            args.join(" ")
-        )),
+        reason: Some(format!("`gnomon {}` gave no result ({status:?})", args.join(" "))),
         ..Default::default()
     })
 }
@@ -113,23 +89,10 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     let dir = tmp.path().join("core");
     let exported = export(w, cap, &dir, Handover::Direct)?;
     let started = Instant::now();
-    let core = Core::open(&dir)
-        .map_err(|e| Verdict::Failed(format!("the exported core is refused: {e}")))?;
-    let mut metrics: Vec<_> = exported
-        .metrics
-        .iter()
-        .map(|(k, v, u)| (k.to_string(), *v, u.to_string()))
-        .collect();
-    metrics.push((
-        "restore-read-s".into(),
-        started.elapsed().as_secs_f64(),
-        "s".into(),
-    ));
-    let result = native::replay_and_check(
-        &core,
-        &exported.session.ctx,
-        Executables::Handed(exported.handed),
-    );
+    let core = Core::open(&dir).map_err(|e| Verdict::Failed(format!("the exported core is refused: {e}")))?;
+    let mut metrics: Vec<_> = exported.metrics.iter().map(|(k, v, u)| (k.to_string(), *v, u.to_string())).collect();
+    metrics.push(("restore-read-s".into(), started.elapsed().as_secs_f64(), "s".into()));
+    let result = native::replay_and_check(&core, &exported.session.ctx, Executables::Handed(exported.handed));
     let replayed = result.map(|m| metrics.extend(m));
     record(ctx, metrics);
     replayed

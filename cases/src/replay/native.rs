@@ -36,10 +36,7 @@ impl StepOutcome {
         match result {
             Ok(metrics) => {
                 outcome.status = Some(Status::Passed);
-                outcome.metrics = metrics
-                    .into_iter()
-                    .map(|(k, v, u)| (k, Metric::new(v, &u)))
-                    .collect();
+                outcome.metrics = metrics.into_iter().map(|(k, v, u)| (k, Metric::new(v, &u))).collect();
             }
             Err(verdict) => {
                 let (status, reason) = verdict.into_status();
@@ -55,11 +52,7 @@ impl StepOutcome {
         match self.status {
             Some(Status::Passed) => Ok(()),
             Some(Status::Blocked) => Err(Verdict::Blocked(self.reason.unwrap_or_default())),
-            _ => {
-                Err(Verdict::Failed(self.reason.unwrap_or_else(|| {
-                    "the helper process reported nothing".into()
-                })))
-            }
+            _ => Err(Verdict::Failed(self.reason.unwrap_or_else(|| "the helper process reported nothing".into()))),
         }
     }
 
@@ -79,32 +72,18 @@ pub fn replay_and_check(
     executables: Executables,
 ) -> Result<Vec<(String, f64, String)>, Verdict> {
     let report = replay(core, ctx, executables).map_err(|e| match e {
-        ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => {
-            Verdict::Blocked(e.to_string())
-        }
+        ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
     })?;
     let mut metrics = stage_metrics(&report);
-    metrics.push((
-        "reference-max-abs-diff".into(),
-        check(core, &report)? as f64,
-        "1".into(),
-    ));
+    metrics.push(("reference-max-abs-diff".into(), check(core, &report)? as f64, "1".into()));
     Ok(metrics)
 }
 
 fn stage_metrics(report: &ReplayReport) -> Vec<(String, f64, String)> {
-    let restore: f64 = report
-        .stages
-        .iter()
-        .filter(|(name, _)| *name != "first-launch")
-        .map(|(_, s)| s)
-        .sum();
-    let mut metrics: Vec<_> = report
-        .stages
-        .iter()
-        .map(|(name, s)| (format!("restore-{name}-s"), *s, "s".into()))
-        .collect();
+    let restore: f64 = report.stages.iter().filter(|(name, _)| *name != "first-launch").map(|(_, s)| s).sum();
+    let mut metrics: Vec<_> =
+        report.stages.iter().map(|(name, s)| (format!("restore-{name}-s"), *s, "s".into())).collect();
     metrics.push(("restore-total-s".into(), restore, "s".into()));
     metrics
 }
@@ -120,11 +99,7 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
     }
     let initial = arena_bytes(core)?;
     let contents = |name: &str| {
-        let b = m
-            .buffers
-            .iter()
-            .find(|b| b.name == name)
-            .expect("reference reads a known buffer");
+        let b = m.buffers.iter().find(|b| b.name == name).expect("reference reads a known buffer");
         initial[b.offset as usize..(b.offset + b.size) as usize].to_vec()
     };
     let mut worst = 0.0f32;
@@ -133,13 +108,8 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
             continue;
         };
         for (buffer, expected) in workload.reference(&e.template, &Contents(&contents)) {
-            let got = report
-                .outputs
-                .iter()
-                .find(|o| o.template == e.template && o.buffer == buffer);
-            let got = got.ok_or_else(|| {
-                Verdict::Failed(format!("no output `{buffer}` for `{}`", e.template))
-            })?;
+            let got = report.outputs.iter().find(|o| o.template == e.template && o.buffer == buffer);
+            let got = got.ok_or_else(|| Verdict::Failed(format!("no output `{buffer}` for `{}`", e.template)))?;
             let diff = max_abs_diff(&from_bytes(&got.bytes), &expected).unwrap_or(f32::INFINITY);
             if diff as f64 > e.tolerance.unwrap_or(0.0) {
                 return Err(Verdict::Failed(format!(
@@ -185,26 +155,15 @@ fn open_and_replay(dir: &Path) -> Result<Vec<(String, f64, String)>, Verdict> {
 /// process-exit handover. It writes the core and exits.
 pub fn export_command(workload: &str, cap: u64, dir: &Path, result: Option<&Path>) -> i32 {
     let exported = match by_name(workload) {
-        Some(w) => export(w, cap, dir, Handover::Exit).map(|e| {
-            e.metrics
-                .into_iter()
-                .map(|(k, v, u)| (k.to_owned(), v, u.to_owned()))
-                .collect()
-        }),
+        Some(w) => export(w, cap, dir, Handover::Exit)
+            .map(|e| e.metrics.into_iter().map(|(k, v, u)| (k.to_owned(), v, u.to_owned())).collect()),
         None => Err(Verdict::Failed(format!("no workload `{workload}`"))),
     };
-    finish(
-        StepOutcome::new(exported),
-        result,
-        &format!("export `{workload}` at cap {} MiB", cap / MIB),
-    )
+    finish(StepOutcome::new(exported), result, &format!("export `{workload}` at cap {} MiB", cap / MIB))
 }
 
 fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) -> i32 {
-    eprintln!(
-        "gnomon: {what}: {}",
-        outcome.reason.as_deref().unwrap_or("passed")
-    );
+    eprintln!("gnomon: {what}: {}", outcome.reason.as_deref().unwrap_or("passed"));
     if let Some(path) = result {
         let json = serde_json::to_vec_pretty(&outcome).expect("an outcome always serializes");
         if let Err(e) = gnomon_reports::write_atomically(path, &json) {

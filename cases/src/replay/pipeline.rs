@@ -5,16 +5,10 @@
 use std::{collections::HashMap, path::Path, time::Instant};
 
 use gnomon_core::{
-    cuda::{
-        compile_ptx, ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module,
-        RetainedGraph, Stream,
-    },
+    cuda::{compile_ptx, ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
     export::{Exporter, ModuleImage},
     flags::resolve,
-    format::{
-        hash_hex, Arena, Buffer, Context as CoreContext, Expectation, OutputDigest, Producer,
-        RecordedFlags,
-    },
+    format::{hash_hex, Arena, Buffer, Context as CoreContext, Expectation, OutputDigest, Producer, RecordedFlags},
     shards::{plan, ShardCap, MIB},
 };
 use gnomon_fixtures::{
@@ -57,12 +51,7 @@ pub struct Session {
 
 impl Session {
     fn env(&self) -> IssueEnv<'_> {
-        IssueEnv {
-            forks: &self.forks,
-            events: &self.events,
-            functions: &self.functions,
-            addresses: &self.addresses,
-        }
+        IssueEnv { forks: &self.forks, events: &self.events, functions: &self.functions, addresses: &self.addresses }
     }
 }
 
@@ -81,12 +70,7 @@ fn failed(what: &str) -> impl Fn(String) -> Verdict + '_ {
     move |e| Verdict::Failed(format!("{what}: {e}"))
 }
 
-pub fn export(
-    w: &dyn Workload,
-    cap: u64,
-    dir: &Path,
-    handover: Handover,
-) -> Result<Exported, Verdict> {
+pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Result<Exported, Verdict> {
     let started = Instant::now();
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let free_at_start = free(&ctx)?;
@@ -109,73 +93,46 @@ pub fn export(
     let context = core_context(&ctx)?;
     let mut exporter = Exporter::new(dir, context, arena, buffers.clone(), &images)
         .map_err(|e| failed("start export")(e.to_string()))?;
-    let initial = exporter
-        .snapshot(&ctx, &session.mapping)
-        .map_err(|e| failed("snapshot shards")(e.to_string()))?;
+    let initial = exporter.snapshot(&ctx, &session.mapping).map_err(|e| failed("snapshot shards")(e.to_string()))?;
     let mut handed = Vec::new();
     for (name, flags, graph) in &templates {
         let recorded = match handover {
-            Handover::Exit => RecordedFlags {
-                explicit: Some(*flags),
-                from_executable: None,
-            },
+            Handover::Exit => RecordedFlags { explicit: Some(*flags), from_executable: None },
             Handover::Direct => {
                 let exec = graph
                     .instantiate(*flags)
                     .map_err(|e| failed("instantiate for handover")(e.to_string()))?
                     .named(name);
-                let (value, _) = resolve(None, Some(&exec))
-                    .map_err(|e| failed("flags from the live executable")(e.to_string()))?;
+                let (value, _) =
+                    resolve(None, Some(&exec)).map_err(|e| failed("flags from the live executable")(e.to_string()))?;
                 handed.push(exec);
-                RecordedFlags {
-                    explicit: None,
-                    from_executable: Some(value.bits()),
-                }
+                RecordedFlags { explicit: None, from_executable: Some(value.bits()) }
             }
         };
-        exporter
-            .template(name, graph, recorded)
-            .map_err(|e| failed("record template")(e.to_string()))?;
+        exporter.template(name, graph, recorded).map_err(|e| failed("record template")(e.to_string()))?;
     }
     lowest_free = lowest_free.min(free(&ctx)?);
     let export_s = started.elapsed().as_secs_f64();
     for expectation in original_run(w, &session, &buffers, &arena, &initial)? {
         exporter.expect(expectation);
     }
-    let manifest = exporter
-        .finish()
-        .map_err(|e| failed("finish export")(e.to_string()))?;
+    let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
     let recapture_s = recapture(w, &session)?;
     let nodes: usize = manifest.templates.iter().map(|t| t.nodes.len()).sum();
     let metrics = vec![
         ("export-s", export_s, "s"),
-        (
-            "export-peak-device-memory",
-            (free_at_start - lowest_free) as f64 / MIB as f64,
-            "MiB",
-        ),
+        ("export-peak-device-memory", (free_at_start - lowest_free) as f64 / MIB as f64, "MiB"),
         ("graphs", manifest.templates.len() as f64, "1"),
         ("nodes", nodes as f64, "1"),
         ("shards", manifest.shards.len() as f64, "1"),
-        (
-            "core-size-on-disk",
-            dir_size(dir) as f64 / MIB as f64,
-            "MiB",
-        ),
+        ("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
         ("recapture-and-instantiate-s", recapture_s, "s"),
     ];
-    Ok(Exported {
-        session,
-        handed,
-        metrics,
-    })
+    Ok(Exported { session, handed, metrics })
 }
 
 fn free(ctx: &Context) -> Result<u64, Verdict> {
-    ctx.synchronize()
-        .and_then(|_| ctx.memory())
-        .map(|(free, _)| free)
-        .map_err(blocked("read device memory"))
+    ctx.synchronize().and_then(|_| ctx.memory()).map(|(free, _)| free).map_err(blocked("read device memory"))
 }
 
 /// Places buffers one after another, aligned, and sizes the arena.
@@ -185,85 +142,47 @@ fn layout(w: &dyn Workload, cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Are
         .buffers()
         .into_iter()
         .map(|b| {
-            let buffer = Buffer {
-                name: b.name.into(),
-                offset,
-                size: b.bytes.len() as u64,
-                role: b.role,
-            };
+            let buffer = Buffer { name: b.name.into(), offset, size: b.bytes.len() as u64, role: b.role };
             offset = (offset + buffer.size).next_multiple_of(BUFFER_ALIGN);
             buffer
         })
         .collect();
     let granularity = ArenaMapping::granularity(ctx).map_err(blocked("allocation granularity"))?;
-    let size = offset
-        .next_multiple_of(ARENA_QUANTUM)
-        .max(2 * ARENA_QUANTUM);
-    Ok((
-        buffers,
-        Arena {
-            base: ARENA_BASE,
-            size,
-            shard_cap: cap,
-            granularity,
-        },
-    ))
+    let size = offset.next_multiple_of(ARENA_QUANTUM).max(2 * ARENA_QUANTUM);
+    Ok((buffers, Arena { base: ARENA_BASE, size, shard_cap: cap, granularity }))
 }
 
 /// Maps the arena shard by shard at its fixed addresses, uploads the initial buffers,
 /// compiles the kernels and makes the streams and events the workload issues on.
-fn open_session(
-    w: &dyn Workload,
-    ctx: &Context,
-    buffers: &[Buffer],
-    arena: &Arena,
-) -> Result<Session, Verdict> {
-    let cap = ShardCap::new(arena.shard_cap, arena.granularity)
-        .map_err(|e| Verdict::Blocked(e.to_string()))?;
+fn open_session(w: &dyn Workload, ctx: &Context, buffers: &[Buffer], arena: &Arena) -> Result<Session, Verdict> {
+    let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    let shards: Vec<(u64, u64)> = spans
-        .iter()
-        .map(|s| (arena.base + s.offset, s.size))
-        .collect();
+    let shards: Vec<(u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size)).collect();
     let mapping = ArenaMapping::map(ctx, &shards).map_err(|e| match e {
-        CudaError::AddressNotHonoured { wanted, got, size } => {
-            Verdict::Blocked(format!("the driver did not honour the arena address: wanted 0x{wanted:x} for {size} B, got 0x{got:x}"))
-        }
+        CudaError::AddressNotHonoured { wanted, got, size } => Verdict::Blocked(format!(
+            "the driver did not honour the arena address: wanted 0x{wanted:x} for {size} B, got 0x{got:x}"
+        )),
         other => Verdict::Blocked(format!("map the arena: {other}")),
     })?;
-    let addresses: HashMap<String, u64> = buffers
-        .iter()
-        .map(|b| (b.name.clone(), arena.base + b.offset))
-        .collect();
+    let addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
     for (init, b) in w.buffers().iter().zip(buffers) {
         // SAFETY: the buffer lies inside the arena just mapped.
-        unsafe { ctx.write(arena.base + b.offset, &init.bytes) }
-            .map_err(blocked("upload initial buffers"))?;
+        unsafe { ctx.write(arena.base + b.offset, &init.bytes) }.map_err(blocked("upload initial buffers"))?;
     }
     let (mut modules, mut functions, mut sources) = (Vec::new(), HashMap::new(), Vec::new());
     let arch = format!("sm_{}", ctx.info().sm);
     for k in w.kernels() {
-        let ptx =
-            compile_ptx(k.name, k.source, &arch).map_err(|e| Verdict::Blocked(e.to_string()))?;
+        let ptx = compile_ptx(k.name, k.source, &arch).map_err(|e| Verdict::Blocked(e.to_string()))?;
         let module = Module::load(ctx, ptx.as_bytes()).map_err(blocked("load fixture module"))?;
         for f in k.functions {
-            functions.insert(
-                f.to_string(),
-                module.function(f).map_err(blocked("fixture function"))?,
-            );
+            functions.insert(f.to_string(), module.function(f).map_err(blocked("fixture function"))?);
         }
         modules.push(module);
         sources.push((k.name, ptx));
     }
     let stream = ctx.stream().map_err(blocked("create stream"))?;
-    let forks = (0..2)
-        .map(|_| ctx.stream())
-        .collect::<Result<_, _>>()
-        .map_err(blocked("create stream"))?;
-    let events = (0..3)
-        .map(|_| ctx.event())
-        .collect::<Result<_, _>>()
-        .map_err(blocked("create event"))?;
+    let forks = (0..2).map(|_| ctx.stream()).collect::<Result<_, _>>().map_err(blocked("create stream"))?;
+    let events = (0..3).map(|_| ctx.event()).collect::<Result<_, _>>().map_err(blocked("create event"))?;
     Ok(Session {
         ctx: ctx.clone(),
         mapping,
@@ -284,11 +203,7 @@ fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
         .map(|(k, (id, ptx))| ModuleImage {
             id: id.to_string(),
             ptx: ptx.clone(),
-            functions: k
-                .functions
-                .iter()
-                .map(|f| s.functions[*f].clone())
-                .collect(),
+            functions: k.functions.iter().map(|f| s.functions[*f].clone()).collect(),
         })
         .collect()
 }
@@ -319,10 +234,7 @@ fn original_run(
     initial: &[u8],
 ) -> Result<Vec<Expectation>, Verdict> {
     let contents = |name: &str| {
-        let b = buffers
-            .iter()
-            .find(|b| b.name == name)
-            .expect("reference reads a known buffer");
+        let b = buffers.iter().find(|b| b.name == name).expect("reference reads a known buffer");
         initial[b.offset as usize..(b.offset + b.size) as usize].to_vec()
     };
     let mut expectations = Vec::new();
@@ -334,21 +246,17 @@ fn original_run(
             .map_err(blocked("run the original eagerly"))?;
         let mut outputs = Vec::new();
         for (buffer, expected) in w.reference(&name, &Contents(&contents)) {
-            let b = buffers
-                .iter()
-                .find(|b| b.name == buffer)
-                .expect("reference names a known buffer");
+            let b = buffers.iter().find(|b| b.name == buffer).expect("reference names a known buffer");
             // SAFETY: a buffer of the mapped arena.
-            let bytes = unsafe { s.ctx.read(arena.base + b.offset, b.size) }
-                .map_err(blocked("read the original's output"))?;
+            let bytes =
+                unsafe { s.ctx.read(arena.base + b.offset, b.size) }.map_err(blocked("read the original's output"))?;
             let diff = max_abs_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
             if diff > w.tolerance() {
-                return Err(Verdict::Blocked(format!("fixture: the original run of `{name}` differs from the CPU reference in `{buffer}` by {diff}")));
+                return Err(Verdict::Blocked(format!(
+                    "fixture: the original run of `{name}` differs from the CPU reference in `{buffer}` by {diff}"
+                )));
             }
-            outputs.push(OutputDigest {
-                buffer: buffer.into(),
-                sha256: hash_hex(&bytes[..]).expect("hashing memory"),
-            });
+            outputs.push(OutputDigest { buffer: buffer.into(), sha256: hash_hex(&bytes[..]).expect("hashing memory") });
         }
         expectations.push(Expectation {
             template: name,
@@ -366,15 +274,8 @@ fn recapture(w: &dyn Workload, s: &Session) -> Result<f64, Verdict> {
     let started = Instant::now();
     let mut execs = Vec::new();
     for (name, flags) in w.templates() {
-        let graph = s
-            .stream
-            .capture(|st| w.issue(&name, st, &s.env()))
-            .map_err(blocked("re-capture"))?;
-        execs.push(
-            graph
-                .instantiate(flags)
-                .map_err(blocked("re-instantiate"))?,
-        );
+        let graph = s.stream.capture(|st| w.issue(&name, st, &s.env())).map_err(blocked("re-capture"))?;
+        execs.push(graph.instantiate(flags).map_err(blocked("re-instantiate"))?);
     }
     s.ctx.synchronize().map_err(blocked("synchronize"))?;
     Ok(started.elapsed().as_secs_f64())

@@ -66,15 +66,14 @@ pub struct RetainedGraph {
     raw: sys::CUgraph,
     /// Nodes added through the builder methods, in order.
     added: Vec<sys::CUgraphNode>,
+    /// Functions of added kernel nodes: their modules must stay loaded while this graph
+    /// or an executable made from it exists.
+    functions: Vec<Function>,
 }
 
 impl RetainedGraph {
     pub(super) fn from_raw(ctx: Context, raw: sys::CUgraph) -> Self {
-        Self {
-            ctx,
-            raw,
-            added: Vec::new(),
-        }
+        Self { ctx, raw, added: Vec::new(), functions: Vec::new() }
     }
 
     /// An empty template to build node by node.
@@ -97,6 +96,7 @@ impl RetainedGraph {
         LIVE_EXECUTABLES.fetch_add(1, Ordering::SeqCst);
         let mut exec = GraphExec {
             _ctx: self.ctx.clone(),
+            _functions: self.functions.clone(),
             raw,
             flags,
             reported: 0,
@@ -104,9 +104,7 @@ impl RetainedGraph {
         };
         let mut reported = 0u64;
         // SAFETY: `raw` is the executable just made.
-        check("cuGraphExecGetFlags", unsafe {
-            sys::cuGraphExecGetFlags(raw, &mut reported)
-        })?;
+        check("cuGraphExecGetFlags", unsafe { sys::cuGraphExecGetFlags(raw, &mut reported) })?;
         exec.reported = reported;
         Ok(exec)
     }
@@ -116,12 +114,7 @@ impl RetainedGraph {
         self.raw_nodes()?
             .into_iter()
             .enumerate()
-            .map(|(i, node)| {
-                Ok(NodeInfo {
-                    id: NodeId(i),
-                    kind: node_kind(node)?,
-                })
-            })
+            .map(|(i, node)| Ok(NodeInfo { id: NodeId(i), kind: node_kind(node)? }))
             .collect()
     }
 
@@ -131,38 +124,20 @@ impl RetainedGraph {
         let mut count = 0usize;
         // SAFETY: asks for the count only.
         check("cuGraphGetEdges", unsafe {
-            sys::cuGraphGetEdges_v2(
-                self.raw,
-                ptr::null_mut(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-                &mut count,
-            )
+            sys::cuGraphGetEdges_v2(self.raw, ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), &mut count)
         })?;
+        if count == 0 {
+            return Ok(Vec::new()); // the driver refuses empty arrays
+        }
         let (mut from, mut to) = (vec![ptr::null_mut(); count], vec![ptr::null_mut(); count]);
         // SAFETY: both arrays hold `count` entries.
         check("cuGraphGetEdges", unsafe {
-            sys::cuGraphGetEdges_v2(
-                self.raw,
-                from.as_mut_ptr(),
-                to.as_mut_ptr(),
-                ptr::null_mut(),
-                &mut count,
-            )
+            sys::cuGraphGetEdges_v2(self.raw, from.as_mut_ptr(), to.as_mut_ptr(), ptr::null_mut(), &mut count)
         })?;
         let position = |n: sys::CUgraphNode| {
-            NodeId(
-                nodes
-                    .iter()
-                    .position(|&m| m == n)
-                    .expect("edge endpoints are nodes of the graph"),
-            )
+            NodeId(nodes.iter().position(|&m| m == n).expect("edge endpoints are nodes of the graph"))
         };
-        let mut edges: Vec<_> = from
-            .iter()
-            .zip(&to)
-            .map(|(&f, &t)| (position(f), position(t)))
-            .collect();
+        let mut edges: Vec<_> = from.iter().zip(&to).map(|(&f, &t)| (position(f), position(t))).collect();
         edges.sort_unstable();
         Ok(edges)
     }
@@ -170,14 +145,10 @@ impl RetainedGraph {
     fn raw_nodes(&self) -> Result<Vec<sys::CUgraphNode>> {
         let mut count = 0usize;
         // SAFETY: asks for the count only.
-        check("cuGraphGetNodes", unsafe {
-            sys::cuGraphGetNodes(self.raw, ptr::null_mut(), &mut count)
-        })?;
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.raw, ptr::null_mut(), &mut count) })?;
         let mut nodes = vec![ptr::null_mut(); count];
         // SAFETY: `nodes` holds `count` entries.
-        check("cuGraphGetNodes", unsafe {
-            sys::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count)
-        })?;
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count) })?;
         Ok(nodes)
     }
 
@@ -216,6 +187,7 @@ impl RetainedGraph {
         check("cuGraphAddKernelNode", unsafe {
             sys::cuGraphAddKernelNode_v2(&mut node, self.raw, deps.as_ptr(), deps.len(), &p)
         })?;
+        self.functions.push(function.clone());
         Ok(self.push(node))
     }
 
@@ -244,14 +216,7 @@ impl RetainedGraph {
         let mut node = ptr::null_mut();
         check(
             "cuGraphAddMemsetNode",
-            sys::cuGraphAddMemsetNode(
-                &mut node,
-                self.raw,
-                deps.as_ptr(),
-                deps.len(),
-                &p,
-                self.ctx.0.raw,
-            ),
+            sys::cuGraphAddMemsetNode(&mut node, self.raw, deps.as_ptr(), deps.len(), &p, self.ctx.0.raw),
         )?;
         Ok(self.push(node))
     }
@@ -260,31 +225,13 @@ impl RetainedGraph {
     ///
     /// # Safety
     /// Both ranges must be device memory of this context whenever an executable runs.
-    pub unsafe fn add_memcpy(
-        &mut self,
-        dst: u64,
-        src: u64,
-        bytes: u64,
-        deps: &[NodeId],
-    ) -> Result<NodeId> {
+    pub unsafe fn add_memcpy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> Result<NodeId> {
         let deps = self.deps(deps);
-        let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
-        p.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-        p.srcDevice = src;
-        p.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-        p.dstDevice = dst;
-        (p.WidthInBytes, p.Height, p.Depth) = (bytes as usize, 1, 1);
+        let p = device_copy(dst, src, bytes);
         let mut node = ptr::null_mut();
         check(
             "cuGraphAddMemcpyNode",
-            sys::cuGraphAddMemcpyNode(
-                &mut node,
-                self.raw,
-                deps.as_ptr(),
-                deps.len(),
-                &p,
-                self.ctx.0.raw,
-            ),
+            sys::cuGraphAddMemcpyNode(&mut node, self.raw, deps.as_ptr(), deps.len(), &p, self.ctx.0.raw),
         )?;
         Ok(self.push(node))
     }
@@ -309,21 +256,33 @@ impl Drop for RetainedGraph {
     }
 }
 
+/// A one-dimensional device-to-device `CUDA_MEMCPY3D`.
+fn device_copy(dst: u64, src: u64, bytes: u64) -> sys::CUDA_MEMCPY3D {
+    let mut p = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::zeroed();
+    let raw = p.as_mut_ptr();
+    // SAFETY: every field but the two memory types is valid when zero; those are written
+    // before the value is assumed initialised.
+    unsafe {
+        (*raw).srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        (*raw).dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+        let mut p = p.assume_init();
+        (p.srcDevice, p.dstDevice) = (src, dst);
+        (p.WidthInBytes, p.Height, p.Depth) = (bytes as usize, 1, 1);
+        p
+    }
+}
+
 fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
     use sys::CUgraphNodeType::*;
     let mut ty = CU_GRAPH_NODE_TYPE_EMPTY;
     // SAFETY: `node` belongs to a live graph.
-    check("cuGraphNodeGetType", unsafe {
-        sys::cuGraphNodeGetType(node, &mut ty)
-    })?;
+    check("cuGraphNodeGetType", unsafe { sys::cuGraphNodeGetType(node, &mut ty) })?;
     match ty {
         CU_GRAPH_NODE_TYPE_KERNEL => kernel_node(node),
         CU_GRAPH_NODE_TYPE_MEMSET => {
             // SAFETY: a memset node; the struct is plain data.
             let mut p: sys::CUDA_MEMSET_NODE_PARAMS = unsafe { std::mem::zeroed() };
-            check("cuGraphMemsetNodeGetParams", unsafe {
-                sys::cuGraphMemsetNodeGetParams(node, &mut p)
-            })?;
+            check("cuGraphMemsetNodeGetParams", unsafe { sys::cuGraphMemsetNodeGetParams(node, &mut p) })?;
             Ok(NodeKind::Memset {
                 dst: p.dst,
                 value: p.value,
@@ -332,11 +291,11 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
             })
         }
         CU_GRAPH_NODE_TYPE_MEMCPY => {
-            // SAFETY: a memcpy node; the struct is plain data.
-            let mut p: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-            check("cuGraphMemcpyNodeGetParams", unsafe {
-                sys::cuGraphMemcpyNodeGetParams(node, &mut p)
-            })?;
+            // The struct holds enums with no zero value, so it starts as a valid device copy
+            // and the driver overwrites it.
+            let mut p = device_copy(0, 0, 0);
+            // SAFETY: a memcpy node; writes one struct.
+            check("cuGraphMemcpyNodeGetParams", unsafe { sys::cuGraphMemcpyNodeGetParams(node, &mut p) })?;
             Ok(NodeKind::Memcpy {
                 dst: p.dstDevice,
                 src: p.srcDevice,
@@ -353,9 +312,7 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
 fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
     // SAFETY: a kernel node; the struct is plain data filled by the driver.
     let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-    check("cuGraphKernelNodeGetParams", unsafe {
-        sys::cuGraphKernelNodeGetParams_v2(node, &mut p)
-    })?;
+    check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
     let function = Function::from_node(p.func)?;
     let mut params = vec![0u8; function.param_bytes() as usize];
     for (i, slot) in function.layout().iter().enumerate() {
@@ -363,11 +320,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
         // valid while the node is unchanged.
         unsafe {
             let src = *p.kernelParams.add(i) as *const u8;
-            ptr::copy_nonoverlapping(
-                src,
-                params[slot.offset as usize..].as_mut_ptr(),
-                slot.size as usize,
-            );
+            ptr::copy_nonoverlapping(src, params[slot.offset as usize..].as_mut_ptr(), slot.size as usize);
         }
     }
     Ok(NodeKind::Kernel {
@@ -384,6 +337,8 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
 /// the driver reported right after.
 pub struct GraphExec {
     _ctx: Context,
+    /// Keeps the modules of rebuilt kernel nodes loaded.
+    _functions: Vec<Function>,
     raw: sys::CUgraphExec,
     flags: InstantiateFlags,
     reported: u64,
@@ -399,16 +354,12 @@ impl GraphExec {
 
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuGraphUpload", unsafe {
-            sys::cuGraphUpload(self.raw, stream.raw())
-        })
+        check("cuGraphUpload", unsafe { sys::cuGraphUpload(self.raw, stream.raw()) })
     }
 
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuGraphLaunch", unsafe {
-            sys::cuGraphLaunch(self.raw, stream.raw())
-        })
+        check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.raw, stream.raw()) })
     }
 }
 

@@ -26,22 +26,13 @@ pub type Result<T> = std::result::Result<T, CudaError>;
 
 /// Turns a driver status into a `Result` that names the call.
 fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
-    status.result().map_err(|e| CudaError::Driver {
-        call,
-        code: describe(e),
-    })
+    status.result().map_err(|e| CudaError::Driver { call, code: describe(e) })
 }
 
 /// `CUDA_ERROR_X (text)` for a driver error.
 pub fn describe(e: cu::DriverError) -> String {
-    let name = e
-        .error_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| format!("{:?}", e.0));
-    let text = e
-        .error_string()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     format!("{name} ({text})")
 }
 
@@ -72,9 +63,8 @@ pub fn preflight() -> std::result::Result<Preflight, String> {
     if count == 0 {
         return Err("the CUDA driver reports no devices".into());
     }
-    let devices = (0..count)
-        .map(|o| device_info(o).map_err(|e| e.to_string()))
-        .collect::<std::result::Result<_, _>>()?;
+    let devices =
+        (0..count).map(|o| device_info(o).map_err(|e| e.to_string())).collect::<std::result::Result<_, _>>()?;
     Ok(Preflight {
         driver_version: driver_version().map_err(|e| e.to_string())?,
         nvrtc_version: module::nvrtc_version(),
@@ -85,9 +75,7 @@ pub fn preflight() -> std::result::Result<Preflight, String> {
 fn init() -> Result<()> {
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { sys::is_culib_present() } {
-        return Err(CudaError::Unavailable(
-            "the CUDA driver library (libcuda) is not installed".into(),
-        ));
+        return Err(CudaError::Unavailable("the CUDA driver library (libcuda) is not installed".into()));
     }
     cu::init().map_err(|e| CudaError::Unavailable(format!("cuInit failed: {}", describe(e))))
 }
@@ -95,20 +83,13 @@ fn init() -> Result<()> {
 pub fn driver_version() -> Result<u32> {
     let mut version = 0;
     // SAFETY: writes one int through a valid pointer.
-    check("cuDriverGetVersion", unsafe {
-        sys::cuDriverGetVersion(&mut version)
-    })?;
+    check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut version) })?;
     Ok(version as u32)
 }
 
 fn device_info(ordinal: i32) -> Result<DeviceInfo> {
     use sys::CUdevice_attribute::*;
-    let err = |call| {
-        move |e| CudaError::Driver {
-            call,
-            code: describe(e),
-        }
-    };
+    let err = |call| move |e| CudaError::Driver { call, code: describe(e) };
     let dev = cu::device::get(ordinal).map_err(err("cuDeviceGet"))?;
     // SAFETY: `dev` is a valid device handle from cuDeviceGet.
     let (major, minor, total) = unsafe {
@@ -121,12 +102,7 @@ fn device_info(ordinal: i32) -> Result<DeviceInfo> {
         )
     };
     let name = cu::device::get_name(dev).map_err(err("cuDeviceGetName"))?;
-    Ok(DeviceInfo {
-        ordinal: ordinal as u32,
-        name,
-        sm: (major * 10 + minor) as u32,
-        total_memory: total as u64,
-    })
+    Ok(DeviceInfo { ordinal: ordinal as u32, name, sm: (major * 10 + minor) as u32, total_memory: total as u64 })
 }
 
 struct ContextInner {
@@ -154,20 +130,14 @@ impl Context {
     pub fn new(ordinal: u32) -> Result<Self> {
         init()?;
         let info = device_info(ordinal as i32)?;
-        let device = cu::device::get(ordinal as i32).map_err(|e| CudaError::Driver {
-            call: "cuDeviceGet",
-            code: describe(e),
-        })?;
+        let device = cu::device::get(ordinal as i32)
+            .map_err(|e| CudaError::Driver { call: "cuDeviceGet", code: describe(e) })?;
         // SAFETY: `device` is valid; the retain is released in `ContextInner::drop`.
-        let raw = unsafe { cu::primary_ctx::retain(device) }.map_err(|e| CudaError::Driver {
-            call: "cuDevicePrimaryCtxRetain",
-            code: describe(e),
-        })?;
+        let raw = unsafe { cu::primary_ctx::retain(device) }
+            .map_err(|e| CudaError::Driver { call: "cuDevicePrimaryCtxRetain", code: describe(e) })?;
         // SAFETY: `raw` is the context just retained.
-        unsafe { cu::ctx::set_current(raw) }.map_err(|e| CudaError::Driver {
-            call: "cuCtxSetCurrent",
-            code: describe(e),
-        })?;
+        unsafe { cu::ctx::set_current(raw) }
+            .map_err(|e| CudaError::Driver { call: "cuCtxSetCurrent", code: describe(e) })?;
         Ok(Self(Arc::new(ContextInner { device, raw, info })))
     }
 
@@ -184,9 +154,7 @@ impl Context {
     pub fn memory(&self) -> Result<(u64, u64)> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: writes two sizes through valid pointers.
-        check("cuMemGetInfo", unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
-        })?;
+        check("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
         Ok((free as u64, total as u64))
     }
 
@@ -196,40 +164,24 @@ impl Context {
         check("cuStreamCreate", unsafe {
             sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
         })?;
-        Ok(Stream {
-            _ctx: self.clone(),
-            raw,
-        })
+        Ok(Stream { _ctx: self.clone(), raw })
     }
 
     pub fn event(&self) -> Result<Event> {
         let mut raw = ptr::null_mut();
         // SAFETY: writes one handle; destroyed in `Event::drop`.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
-        })?;
-        Ok(Event {
-            _ctx: self.clone(),
-            raw,
-        })
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32) })?;
+        Ok(Event { _ctx: self.clone(), raw })
     }
 
     /// Device memory from `cuMemAlloc`, zeroed.
     pub fn alloc(&self, bytes: u64) -> Result<DeviceBuffer> {
         let mut ptr = 0;
         // SAFETY: writes one device pointer; freed in `DeviceBuffer::drop`.
-        check("cuMemAlloc", unsafe {
-            sys::cuMemAlloc_v2(&mut ptr, bytes as usize)
-        })?;
-        let buffer = DeviceBuffer {
-            _ctx: self.clone(),
-            ptr,
-            bytes,
-        };
+        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) })?;
+        let buffer = DeviceBuffer { _ctx: self.clone(), ptr, bytes };
         // SAFETY: `ptr` covers `bytes` bytes just allocated.
-        check("cuMemsetD8", unsafe {
-            sys::cuMemsetD8_v2(ptr, 0, bytes as usize)
-        })?;
+        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes as usize) })?;
         Ok(buffer)
     }
 
@@ -238,10 +190,7 @@ impl Context {
     /// # Safety
     /// `dst..dst + bytes.len()` must be device memory mapped in this context.
     pub unsafe fn write(&self, dst: u64, bytes: &[u8]) -> Result<()> {
-        check(
-            "cuMemcpyHtoD",
-            sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()),
-        )
+        check("cuMemcpyHtoD", sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()))
     }
 
     /// Copies `len` bytes at device address `src` to the host.
@@ -250,10 +199,7 @@ impl Context {
     /// `src..src + len` must be device memory mapped in this context.
     pub unsafe fn read(&self, src: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len as usize];
-        check(
-            "cuMemcpyDtoH",
-            sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize),
-        )?;
+        check("cuMemcpyDtoH", sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize))?;
         Ok(out)
     }
 }
@@ -291,10 +237,7 @@ impl DeviceBuffer {
 
     fn fits(&self, len: u64) -> Result<()> {
         if len > self.bytes {
-            return Err(CudaError::Unsupported(format!(
-                "{len} bytes do not fit a buffer of {}",
-                self.bytes
-            )));
+            return Err(CudaError::Unsupported(format!("{len} bytes do not fit a buffer of {}", self.bytes)));
         }
         Ok(())
     }
@@ -318,9 +261,7 @@ pub struct Stream {
 impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: `raw` is a live stream.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(self.raw)
-        })
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) })
     }
 
     /// Launches `function` with parameters laid out per its recorded slots.
@@ -357,10 +298,7 @@ impl Stream {
     /// # Safety
     /// `dst..dst + 4 * count` must be device memory of this context.
     pub unsafe fn memset_u32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
-        check(
-            "cuMemsetD32Async",
-            sys::cuMemsetD32Async(dst, value, count as usize, self.raw),
-        )
+        check("cuMemsetD32Async", sys::cuMemsetD32Async(dst, value, count as usize, self.raw))
     }
 
     /// Copies `bytes` from `src` to `dst` on the device.
@@ -368,24 +306,17 @@ impl Stream {
     /// # Safety
     /// Both ranges must be device memory of this context.
     pub unsafe fn copy(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
-        check(
-            "cuMemcpyDtoDAsync",
-            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, self.raw),
-        )
+        check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, self.raw))
     }
 
     pub fn record(&self, event: &Event) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(event.raw, self.raw)
-        })
+        check("cuEventRecord", unsafe { sys::cuEventRecord(event.raw, self.raw) })
     }
 
     pub fn wait(&self, event: &Event) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.raw, event.raw, 0)
-        })
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(self.raw, event.raw, 0) })
     }
 
     /// Captures what `issue` enqueues (on this stream and on streams that join it) into a
@@ -394,17 +325,12 @@ impl Stream {
     pub fn capture(&self, issue: impl FnOnce(&Stream) -> Result<()>) -> Result<RetainedGraph> {
         use sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL as MODE;
         // SAFETY: `raw` is a live stream not already capturing.
-        check("cuStreamBeginCapture", unsafe {
-            sys::cuStreamBeginCapture_v2(self.raw, MODE)
-        })?;
+        check("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(self.raw, MODE) })?;
         let issued = issue(self);
         let mut graph = ptr::null_mut();
         // SAFETY: ends the capture begun above; on success `graph` is a new template.
-        let ended = check("cuStreamEndCapture", unsafe {
-            sys::cuStreamEndCapture(self.raw, &mut graph)
-        });
-        let template =
-            (!graph.is_null()).then(|| RetainedGraph::from_raw(self._ctx.clone(), graph));
+        let ended = check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(self.raw, &mut graph) });
+        let template = (!graph.is_null()).then(|| RetainedGraph::from_raw(self._ctx.clone(), graph));
         issued?;
         ended?;
         template.ok_or_else(|| CudaError::Unsupported("capture produced no graph".into()))
@@ -437,10 +363,7 @@ impl Event {
         // SAFETY: both events are live; synchronizes on `end` first.
         unsafe {
             check("cuEventSynchronize", sys::cuEventSynchronize(end.raw))?;
-            check(
-                "cuEventElapsedTime",
-                sys::cuEventElapsedTime_v2(&mut ms, self.raw, end.raw),
-            )?;
+            check("cuEventElapsedTime", sys::cuEventElapsedTime_v2(&mut ms, self.raw, end.raw))?;
         }
         Ok(ms)
     }

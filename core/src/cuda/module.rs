@@ -16,14 +16,9 @@ pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {
     use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(CudaError::Unavailable(
-            "NVRTC (libnvrtc) is not installed".into(),
-        ));
+        return Err(CudaError::Unavailable("NVRTC (libnvrtc) is not installed".into()));
     }
-    let options = CompileOptions {
-        arch: Some(leak(arch)),
-        ..Default::default()
-    };
+    let options = CompileOptions { arch: Some(leak(arch)), ..Default::default() };
     let compile_error = |log: String| CudaError::Compile {
         name: name.into(),
         options: vec![format!("--gpu-architecture={arch}")],
@@ -31,9 +26,7 @@ pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {
     };
     match compile_ptx_with_opts(source, options) {
         Ok(ptx) => Ok(ptx.to_src()),
-        Err(CompileError::CompileError { log, .. }) => {
-            Err(compile_error(log.to_string_lossy().into_owned()))
-        }
+        Err(CompileError::CompileError { log, .. }) => Err(compile_error(log.to_string_lossy().into_owned())),
         Err(other) => Err(compile_error(format!("{other:?}"))),
     }
 }
@@ -51,9 +44,7 @@ pub(super) fn nvrtc_version() -> std::result::Result<String, String> {
     }
     let (mut major, mut minor) = (0, 0);
     // SAFETY: writes two ints through valid pointers.
-    unsafe { nv::nvrtcVersion(&mut major, &mut minor) }
-        .result()
-        .map_err(|e| format!("{e:?}"))?;
+    unsafe { nv::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| format!("{e:?}"))?;
     Ok(format!("{major}.{minor}"))
 }
 
@@ -82,30 +73,18 @@ impl Module {
         owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
         let mut raw = ptr::null_mut();
         // SAFETY: `owned` is a complete image that lives across the call.
-        check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void)
-        })?;
-        Ok(Self(Arc::new(ModuleInner {
-            _ctx: ctx.clone(),
-            raw,
-        })))
+        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
+        Ok(Self(Arc::new(ModuleInner { _ctx: ctx.clone(), raw })))
     }
 
     pub fn function(&self, name: &str) -> Result<Function> {
-        let c_name = CString::new(name)
-            .map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
+        let c_name =
+            CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
         let mut raw = ptr::null_mut();
         // SAFETY: the module is loaded and `c_name` is NUL-terminated.
-        check("cuModuleGetFunction", unsafe {
-            sys::cuModuleGetFunction(&mut raw, self.0.raw, c_name.as_ptr())
-        })?;
+        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut raw, self.0.raw, c_name.as_ptr()) })?;
         let layout = param_layout(raw)?;
-        Ok(Function {
-            _module: Some(self.clone()),
-            raw,
-            name: name.into(),
-            layout,
-        })
+        Ok(Function { _module: Some(self.clone()), raw, name: name.into(), layout })
     }
 }
 
@@ -124,19 +103,10 @@ impl Function {
     pub(super) fn from_node(raw: sys::CUfunction) -> Result<Self> {
         let mut name_ptr = ptr::null();
         // SAFETY: `raw` came from a kernel node of a live graph.
-        check("cuFuncGetName", unsafe {
-            sys::cuFuncGetName(&mut name_ptr, raw)
-        })?;
+        check("cuFuncGetName", unsafe { sys::cuFuncGetName(&mut name_ptr, raw) })?;
         // SAFETY: the driver returns a NUL-terminated name it owns.
-        let name = unsafe { CStr::from_ptr(name_ptr) }
-            .to_string_lossy()
-            .into_owned();
-        Ok(Self {
-            _module: None,
-            raw,
-            name,
-            layout: param_layout(raw)?,
-        })
+        let name = unsafe { CStr::from_ptr(name_ptr) }.to_string_lossy().into_owned();
+        Ok(Self { _module: None, raw, name, layout: param_layout(raw)? })
     }
 
     pub fn name(&self) -> &str {
@@ -148,11 +118,7 @@ impl Function {
     }
 
     pub fn param_bytes(&self) -> u64 {
-        self.layout
-            .iter()
-            .map(|p| p.offset + p.size)
-            .max()
-            .unwrap_or(0)
+        self.layout.iter().map(|p| p.offset + p.size).max().unwrap_or(0)
     }
 
     pub(super) fn raw(&self) -> sys::CUfunction {
@@ -169,11 +135,7 @@ impl Function {
                 params.len()
             )));
         }
-        Ok(self
-            .layout
-            .iter()
-            .map(|slot| params[slot.offset as usize..].as_ptr() as *mut c_void)
-            .collect())
+        Ok(self.layout.iter().map(|slot| params[slot.offset as usize..].as_ptr() as *mut c_void).collect())
     }
 }
 
@@ -185,10 +147,7 @@ fn param_layout(raw: sys::CUfunction) -> Result<Vec<ParamSlot>> {
         // SAFETY: `raw` is a live function; writes two sizes through valid pointers.
         let status = unsafe { sys::cuFuncGetParamInfo(raw, layout.len(), &mut offset, &mut size) };
         match status {
-            sys::CUresult::CUDA_SUCCESS => layout.push(ParamSlot {
-                offset: offset as u64,
-                size: size as u64,
-            }),
+            sys::CUresult::CUDA_SUCCESS => layout.push(ParamSlot { offset: offset as u64, size: size as u64 }),
             sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(layout),
             other => return check("cuFuncGetParamInfo", other).map(|_| layout),
         }

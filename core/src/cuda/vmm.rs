@@ -39,23 +39,14 @@ impl ArenaMapping {
     /// Reserves and maps each `(address, size)` exactly where asked. On any failure what
     /// was mapped so far is released and nothing stays reserved.
     pub fn map(ctx: &Context, shards: &[(u64, u64)]) -> Result<Self> {
-        let mut arena = Self {
-            ctx: ctx.clone(),
-            shards: Vec::with_capacity(shards.len()),
-        };
+        let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()) };
         for &(address, size) in shards {
             arena.shards.push(reserve_exact(address, size)?);
             let shard = arena.shards.last_mut().expect("just pushed");
             shard.handle = Some(create(ctx, size)?);
             // SAFETY: the range is reserved by us and the handle covers `size` bytes.
             check("cuMemMap", unsafe {
-                sys::cuMemMap(
-                    address,
-                    size as usize,
-                    0,
-                    shard.handle.expect("set above"),
-                    0,
-                )
+                sys::cuMemMap(address, size as usize, 0, shard.handle.expect("set above"), 0)
             })?;
             shard.mapped = true;
             grant_access(ctx, address, size)?;
@@ -85,22 +76,11 @@ impl ArenaMapping {
 fn reserve_exact(address: u64, size: u64) -> Result<MappedShard> {
     let mut got = 0;
     // SAFETY: writes one address; freed by `MappedShard::drop` or right below.
-    check("cuMemAddressReserve", unsafe {
-        sys::cuMemAddressReserve(&mut got, size as usize, 0, address, 0)
-    })?;
-    let shard = MappedShard {
-        address: got,
-        size,
-        handle: None,
-        mapped: false,
-    };
+    check("cuMemAddressReserve", unsafe { sys::cuMemAddressReserve(&mut got, size as usize, 0, address, 0) })?;
+    let shard = MappedShard { address: got, size, handle: None, mapped: false };
     if got != address {
         drop(shard);
-        return Err(CudaError::AddressNotHonoured {
-            wanted: address,
-            got,
-            size,
-        });
+        return Err(CudaError::AddressNotHonoured { wanted: address, got, size });
     }
     Ok(shard)
 }
@@ -118,20 +98,17 @@ fn create(ctx: &Context, size: u64) -> Result<sys::CUmemGenericAllocationHandle>
     let prop = allocation_prop(ctx);
     let mut handle = 0;
     // SAFETY: `prop` is initialised; the handle is released in `MappedShard::drop`.
-    check("cuMemCreate", unsafe {
-        sys::cuMemCreate(&mut handle, size as usize, &prop, 0)
-    })?;
+    check("cuMemCreate", unsafe { sys::cuMemCreate(&mut handle, size as usize, &prop, 0) })?;
     Ok(handle)
 }
 
 fn grant_access(ctx: &Context, address: u64, size: u64) -> Result<()> {
+    // SAFETY: zero is a valid bit pattern for this C struct (its enums have a zero value).
     let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
     desc.location = allocation_prop(ctx).location;
     desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     // SAFETY: the range is mapped by us.
-    check("cuMemSetAccess", unsafe {
-        sys::cuMemSetAccess(address, size as usize, &desc, 1)
-    })
+    check("cuMemSetAccess", unsafe { sys::cuMemSetAccess(address, size as usize, &desc, 1) })
 }
 
 impl Drop for MappedShard {

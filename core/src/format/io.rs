@@ -31,10 +31,7 @@ impl Core {
         let manifest = read_manifest(dir)?;
         validate::manifest(&manifest)?;
         validate::files(&manifest, dir)?;
-        Ok(Self {
-            dir: dir.to_owned(),
-            manifest,
-        })
+        Ok(Self { dir: dir.to_owned(), manifest })
     }
 
     pub fn dir(&self) -> &Path {
@@ -54,41 +51,24 @@ impl Core {
 /// Reads `manifest.json`, checking its size first and its version before its shape.
 fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     let path = resolve_in_core(dir, MANIFEST_FILE, "manifest")?;
-    let read_err = |source| CoreError::Read {
-        path: path.clone(),
-        source,
-    };
+    let read_err = |source| CoreError::Read { path: path.clone(), source };
     let size = fs::metadata(&path).map_err(read_err)?.len();
     if size > MAX_MANIFEST_BYTES {
-        return Err(CoreError::ManifestTooLarge {
-            path,
-            size,
-            limit: MAX_MANIFEST_BYTES,
-        });
+        return Err(CoreError::ManifestTooLarge { path, size, limit: MAX_MANIFEST_BYTES });
     }
     let text = fs::read(&path).map_err(read_err)?;
     #[derive(Deserialize)]
     struct Probe {
         format: FormatTag,
     }
-    let parse_err = |source| CoreError::Parse {
-        path: path.clone(),
-        source,
-    };
+    let parse_err = |source| CoreError::Parse { path: path.clone(), source };
     let probe: Probe = serde_json::from_slice(&text).map_err(parse_err)?;
     if probe.format.name != FORMAT_NAME {
-        return Err(ValidationError::FormatName {
-            found: probe.format.name,
-        }
-        .into());
+        return Err(ValidationError::FormatName { found: probe.format.name }.into());
     }
     if !READABLE_VERSIONS.contains(&probe.format.version) {
         let readable = READABLE_VERSIONS.to_vec();
-        return Err(ValidationError::UnsupportedVersion {
-            found: probe.format.version,
-            readable,
-        }
-        .into());
+        return Err(ValidationError::UnsupportedVersion { found: probe.format.version, readable }.into());
     }
     serde_json::from_slice(&text).map_err(parse_err)
 }
@@ -96,10 +76,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
 /// Joins a manifest path onto the core directory, refusing absolute paths, `..`, and any
 /// component that is a symbolic link.
 pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf, ValidationError> {
-    let escapes = || ValidationError::PathEscapes {
-        item: item.into(),
-        path: relative.into(),
-    };
+    let escapes = || ValidationError::PathEscapes { item: item.into(), path: relative.into() };
     let rel = Path::new(relative);
     if relative.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
         return Err(escapes());
@@ -109,25 +86,15 @@ pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf
         path.push(component);
         match fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(ValidationError::PathThroughLink {
-                    item: item.into(),
-                    path: relative.into(),
-                })
+                return Err(ValidationError::PathThroughLink { item: item.into(), path: relative.into() })
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ValidationError::MissingFile {
-                    item: item.into(),
-                    path: relative.into(),
-                })
+                return Err(ValidationError::MissingFile { item: item.into(), path: relative.into() })
             }
             Err(e) => {
                 let reason = e.to_string();
-                return Err(ValidationError::FileUnreadable {
-                    item: item.into(),
-                    path: relative.into(),
-                    reason,
-                });
+                return Err(ValidationError::FileUnreadable { item: item.into(), path: relative.into(), reason });
             }
         }
     }
@@ -154,22 +121,14 @@ pub struct CoreWriter {
 
 impl CoreWriter {
     pub fn create(dir: &Path) -> Result<Self, CoreError> {
-        fs::create_dir_all(dir).map_err(|source| CoreError::Write {
-            path: dir.into(),
-            source,
-        })?;
-        Ok(Self {
-            dir: dir.to_owned(),
-        })
+        fs::create_dir_all(dir).map_err(|source| CoreError::Write { path: dir.into(), source })?;
+        Ok(Self { dir: dir.to_owned() })
     }
 
     /// Writes `bytes` at `relative` and returns their SHA-256.
     pub fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<String, CoreError> {
         let path = self.dir.join(relative);
-        let write_err = |source| CoreError::Write {
-            path: path.clone(),
-            source,
-        };
+        let write_err = |source| CoreError::Write { path: path.clone(), source };
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(write_err)?;
         }
@@ -179,10 +138,7 @@ impl CoreWriter {
 
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {
         let path = self.dir.join(MANIFEST_FILE);
-        let write_err = |source| CoreError::Write {
-            path: path.clone(),
-            source,
-        };
+        let write_err = |source| CoreError::Write { path: path.clone(), source };
         let mut file = tempfile::Builder::new()
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(&self.dir)

@@ -31,10 +31,7 @@ pub struct FormatTag {
 
 impl Default for FormatTag {
     fn default() -> Self {
-        Self {
-            name: FORMAT_NAME.to_owned(),
-            version: FORMAT_VERSION,
-        }
+        Self { name: FORMAT_NAME.to_owned(), version: FORMAT_VERSION }
     }
 }
 
@@ -134,11 +131,7 @@ pub struct Function {
 impl Function {
     /// Bytes a kernel node's parameter blob must hold: the end of the last slot.
     pub fn param_bytes(&self) -> u64 {
-        self.params
-            .iter()
-            .map(|p| p.offset + p.size)
-            .max()
-            .unwrap_or(0)
+        self.params.iter().map(|p| p.offset + p.size).max().unwrap_or(0)
     }
 }
 

@@ -35,17 +35,12 @@ pub struct RunConfig {
 
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
-    let cases = catalogue(CatalogueOptions {
-        include_mock: config.include_mock,
-        include_faults: config.include_faults,
-    });
+    let cases =
+        catalogue(CatalogueOptions { include_mock: config.include_mock, include_faults: config.include_faults });
     if config.libtest.list {
         let _ = libtest_mimic::run(
             &config.libtest,
-            cases
-                .into_iter()
-                .map(|c| Trial::test(c.id.to_string(), || Ok(())))
-                .collect(),
+            cases.into_iter().map(|c| Trial::test(c.id.to_string(), || Ok(()))).collect(),
         );
         return exit_codes::SUCCESS;
     }
@@ -55,15 +50,8 @@ pub fn run(config: RunConfig) -> i32 {
         return exit_codes::PRECONDITION;
     }
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let run_id = format!(
-        "{}-{}",
-        started_at.replace([':', '-'], ""),
-        std::process::id()
-    );
-    let dir = config
-        .report_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("reports/out").join(&run_id));
+    let run_id = format!("{}-{}", started_at.replace([':', '-'], ""), std::process::id());
+    let dir = config.report_dir.clone().unwrap_or_else(|| PathBuf::from("reports/out").join(&run_id));
     let run = Run {
         id: run_id,
         started_at,
@@ -79,10 +67,7 @@ pub fn run(config: RunConfig) -> i32 {
     let facilities = environment::facilities(&env);
     let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env));
     let policy = Arc::new(Policy {
-        child: ChildSpec {
-            exe: config.child_exe.clone(),
-            timeout: config.case_timeout,
-        },
+        child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
         retries: config.retries,
         gpu: Mutex::new(()),
     });
@@ -103,10 +88,7 @@ pub fn run(config: RunConfig) -> i32 {
             exit_codes::SUCCESS
         }
         Err(e) => {
-            eprintln!(
-                "gnomon: could not write the report to {}: {e}",
-                dir.display()
-            );
+            eprintln!("gnomon: could not write the report to {}: {e}", dir.display());
             exit_codes::CASES_FAILED
         }
     }
@@ -162,16 +144,9 @@ fn outcome(record: &CaseRecord) -> Result<Completion, Failed> {
     let reason = record.reason.as_deref().unwrap_or("");
     match record.status {
         Status::Passed | Status::Flaky | Status::ExpectedFailure => Ok(Completion::Completed),
-        Status::Skipped | Status::Blocked => Ok(Completion::ignored_with(format!(
-            "{}: {reason}",
-            record.status
-        ))),
+        Status::Skipped | Status::Blocked => Ok(Completion::ignored_with(format!("{}: {reason}", record.status))),
         status => {
-            let stderr = record
-                .stderr
-                .as_deref()
-                .map(|s| format!("\n--- child output ---\n{s}"))
-                .unwrap_or_default();
+            let stderr = record.stderr.as_deref().map(|s| format!("\n--- child output ---\n{s}")).unwrap_or_default();
             Err(format!("{status}: {reason}{stderr}").into())
         }
     }
@@ -188,20 +163,12 @@ fn arch_refusal(required: Option<&str>, env: &Environment) -> Option<String> {
     if env.gpus.iter().any(|g| g.arch == required) {
         return None;
     }
-    let found: Vec<_> = env
-        .gpus
-        .iter()
-        .map(|g| format!("{} ({})", g.name, g.arch))
-        .collect();
+    let found: Vec<_> = env.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect();
     Some(match (found.is_empty(), &env.gpu_unavailable) {
         (true, Some(reason)) => format!("--require-arch {required}: no GPU ({reason})"),
         _ => format!(
             "--require-arch {required}: found {}",
-            if found.is_empty() {
-                "no GPU".into()
-            } else {
-                found.join(", ")
-            }
+            if found.is_empty() { "no GPU".into() } else { found.join(", ") }
         ),
     })
 }

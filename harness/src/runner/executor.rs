@@ -14,8 +14,10 @@ use gnomon_cases::{catalogue, Case, CatalogueOptions, Isolation};
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 use wait_timeout::ChildExt;
 
-/// Bytes of a child's output kept in the report.
-const STDERR_TAIL: u64 = 8 * 1024;
+/// Bytes of a child's output kept in the report: the start (where a panic message is)
+/// and the end (where the last words are).
+const OUTPUT_HEAD: u64 = 4 * 1024;
+const OUTPUT_TAIL: u64 = 4 * 1024;
 
 /// Where a child case runs and how long it may take.
 #[derive(Clone, Debug)]
@@ -41,14 +43,10 @@ fn in_child(case: &Case, spec: &ChildSpec) -> CaseRecord {
 
 /// `Ok` holds the child's own record; `Err` one made here because the child gave none.
 fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseRecord>> {
-    let blocked = |what: &str, e: std::io::Error| {
-        Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}"))))
-    };
+    let blocked = |what: &str, e: std::io::Error| Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}"))));
     let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
     let mut output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
-    let output_for_stdout = output
-        .try_clone()
-        .map_err(|e| blocked("no output file", e))?;
+    let output_for_stdout = output.try_clone().map_err(|e| blocked("no output file", e))?;
     let mut child = Command::new(&spec.exe)
         .arg("__run-case")
         .arg(case.id.as_str())
@@ -56,11 +54,7 @@ fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseR
         .arg(result_file.path())
         .stdin(Stdio::null())
         .stdout(output_for_stdout)
-        .stderr(
-            output
-                .try_clone()
-                .map_err(|e| blocked("no output file", e))?,
-        )
+        .stderr(output.try_clone().map_err(|e| blocked("no output file", e))?)
         .spawn()
         .map_err(|e| blocked(&format!("could not start {}", spec.exe.display()), e))?;
     let status = match child.wait_timeout(spec.timeout) {
@@ -68,45 +62,37 @@ fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseR
         Ok(None) | Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            let reason = format!(
-                "no result within {}",
-                humantime::format_duration(spec.timeout)
-            );
-            return Err(with_output(
-                case.record(Status::TimedOut, Some(reason)),
-                &mut output,
-            ));
+            let reason = format!("no result within {}", humantime::format_duration(spec.timeout));
+            return Err(with_output(case.record(Status::TimedOut, Some(reason)), &mut output));
         }
     };
-    let parsed = fs::read_to_string(result_file.path())
-        .ok()
-        .and_then(|t| serde_json::from_str::<CaseRecord>(&t).ok());
+    let parsed = fs::read_to_string(result_file.path()).ok().and_then(|t| serde_json::from_str::<CaseRecord>(&t).ok());
     match parsed {
         Some(record) if status.success() => Ok(record),
         _ => {
-            let reason = format!(
-                "child process ended without a result: {}",
-                describe_exit(status)
-            );
-            Err(with_output(
-                case.record(Status::Crashed, Some(reason)),
-                &mut output,
-            ))
+            let reason = format!("child process ended without a result: {}", describe_exit(status));
+            Err(with_output(case.record(Status::Crashed, Some(reason)), &mut output))
         }
     }
 }
 
 fn with_output(mut record: CaseRecord, output: &mut fs::File) -> Box<CaseRecord> {
-    record.stderr = Some(tail(output));
+    record.stderr = Some(head_and_tail(output));
     Box::new(record)
 }
 
-fn tail(file: &mut fs::File) -> String {
+fn head_and_tail(file: &mut fs::File) -> String {
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL)));
-    let mut bytes = Vec::new();
-    let _ = file.read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
+    let mut read_at = |start: u64, limit: u64| {
+        let mut bytes = Vec::new();
+        let _ = file.seek(SeekFrom::Start(start)).and_then(|_| file.take(limit).read_to_end(&mut bytes));
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    if len <= OUTPUT_HEAD + OUTPUT_TAIL {
+        return read_at(0, len);
+    }
+    let skipped = len - OUTPUT_HEAD - OUTPUT_TAIL;
+    format!("{}\n[… {skipped} bytes …]\n{}", read_at(0, OUTPUT_HEAD), read_at(len - OUTPUT_TAIL, OUTPUT_TAIL))
 }
 
 fn describe_exit(status: std::process::ExitStatus) -> String {
@@ -127,10 +113,7 @@ pub fn child_main(id: &str, result_file: &Path) -> i32 {
         eprintln!("gnomon: two cases in one process; isolation is broken");
         std::process::abort();
     }
-    let cases = catalogue(CatalogueOptions {
-        include_mock: true,
-        include_faults: true,
-    });
+    let cases = catalogue(CatalogueOptions { include_mock: true, include_faults: true });
     let Some(case) = cases.iter().find(|c| c.id.as_str() == id) else {
         eprintln!("gnomon: no case with id `{id}`");
         return exit_codes::USAGE;

@@ -16,46 +16,28 @@ pub struct ReportSink {
 
 impl ReportSink {
     pub fn new(dir: PathBuf, run: Run, subject: Subject, environment: Environment) -> Self {
-        Self {
-            dir,
-            started: Instant::now(),
-            run,
-            subject,
-            environment,
-            records: Mutex::new(Vec::new()),
-        }
+        Self { dir, started: Instant::now(), run, subject, environment, records: Mutex::new(Vec::new()) }
     }
 
     pub fn add(&self, record: CaseRecord) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         records.push(record);
         let partial = self.report(records.clone(), false);
-        if let Err(e) = gnomon_reports::write_atomically(
-            &self.dir.join("report.json"),
-            partial.to_json().as_bytes(),
-        ) {
+        if let Err(e) = gnomon_reports::write_atomically(&self.dir.join("report.json"), partial.to_json().as_bytes()) {
             eprintln!("gnomon: could not update {}: {e}", self.dir.display());
         }
     }
 
     /// Writes the complete report and its renderings; returns it.
     pub fn finish(&self) -> std::io::Result<Report> {
-        let records = self
-            .records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let report = self.report(records, true);
         render::write_all(&report, &self.dir)?;
         Ok(report)
     }
 
     fn report(&self, records: Vec<CaseRecord>, complete: bool) -> Report {
-        let run = Run {
-            duration_s: self.started.elapsed().as_secs_f64(),
-            complete,
-            ..self.run.clone()
-        };
+        let run = Run { duration_s: self.started.elapsed().as_secs_f64(), complete, ..self.run.clone() };
         Report::new(run, self.subject.clone(), self.environment.clone(), records)
     }
 }

@@ -1,8 +1,6 @@
 use std::{collections::BTreeMap, time::Duration};
 
-use quick_junit::{
-    NonSuccessKind, Property, Report as JunitReport, TestCase, TestCaseStatus, TestSuite,
-};
+use quick_junit::{NonSuccessKind, Property, Report as JunitReport, TestCase, TestCaseStatus, TestSuite};
 
 use crate::{CaseRecord, Report, Status};
 
@@ -11,31 +9,22 @@ use crate::{CaseRecord, Report, Status};
 pub fn junit(r: &Report) -> String {
     let mut suites: BTreeMap<&str, TestSuite> = BTreeMap::new();
     for case in &r.cases {
-        let suite = suites
-            .entry(case.id.family())
-            .or_insert_with(|| TestSuite::new(case.id.family()));
+        let suite = suites.entry(case.id.family()).or_insert_with(|| TestSuite::new(case.id.family()));
         suite.add_test_case(test_case(case));
     }
     let mut report = JunitReport::new(format!("gnomon {}", r.run.id));
     report.set_time(Duration::from_secs_f64(r.run.duration_s));
     for (_, mut suite) in suites {
-        suite.add_property(Property::new(
-            "harness-commit",
-            r.environment.harness_commit.as_str(),
-        ));
+        suite.add_property(Property::new("harness-commit", r.environment.harness_commit.as_str()));
         report.add_test_suite(suite);
     }
-    report
-        .to_string()
-        .expect("JUnit serialization into a string cannot fail")
+    report.to_string().expect("JUnit serialization into a string cannot fail")
 }
 
 fn test_case(case: &CaseRecord) -> TestCase {
     let mut status = match case.status {
         Status::Passed | Status::Flaky => TestCaseStatus::success(),
-        Status::Failed | Status::UnexpectedPass => {
-            TestCaseStatus::non_success(NonSuccessKind::Failure)
-        }
+        Status::Failed | Status::UnexpectedPass => TestCaseStatus::non_success(NonSuccessKind::Failure),
         Status::Crashed | Status::TimedOut => TestCaseStatus::non_success(NonSuccessKind::Error),
         Status::Blocked | Status::Skipped | Status::ExpectedFailure => TestCaseStatus::skipped(),
     };
