@@ -12,7 +12,7 @@ use gnomon_core::{
     shards::MIB,
 };
 use gnomon_fixtures::{
-    reference::{from_bytes, max_abs_diff},
+    reference::{from_bytes, max_scaled_diff},
     workloads::{by_name, Contents},
 };
 use gnomon_reports::{exit_codes, Metric, Status};
@@ -76,7 +76,7 @@ pub fn replay_and_check(
         other => Verdict::Failed(format!("replay: {other}")),
     })?;
     let mut metrics = stage_metrics(&report);
-    metrics.push(("reference-max-abs-diff".into(), check(core, &report)? as f64, "1".into()));
+    metrics.push(("reference-max-scaled-diff".into(), check(core, &report)? as f64, "1".into()));
     Ok(metrics)
 }
 
@@ -110,7 +110,7 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
         for (buffer, expected) in workload.reference(&e.template, &Contents(&contents)) {
             let got = report.outputs.iter().find(|o| o.template == e.template && o.buffer == buffer);
             let got = got.ok_or_else(|| Verdict::Failed(format!("no output `{buffer}` for `{}`", e.template)))?;
-            let diff = max_abs_diff(&from_bytes(&got.bytes), &expected).unwrap_or(f32::INFINITY);
+            let diff = max_scaled_diff(&from_bytes(&got.bytes), &expected).unwrap_or(f32::INFINITY);
             if diff as f64 > e.tolerance.unwrap_or(0.0) {
                 return Err(Verdict::Failed(format!(
                     "template `{}` output `{buffer}` differs from the CPU reference by {diff}",

@@ -12,7 +12,7 @@ use gnomon_core::{
     shards::{plan, ShardCap, MIB},
 };
 use gnomon_fixtures::{
-    reference::{from_bytes, max_abs_diff},
+    reference::{from_bytes, max_scaled_diff},
     workloads::{Contents, IssueEnv, Workload},
 };
 
@@ -250,7 +250,7 @@ fn original_run(
             // SAFETY: a buffer of the mapped arena.
             let bytes =
                 unsafe { s.ctx.read(arena.base + b.offset, b.size) }.map_err(blocked("read the original's output"))?;
-            let diff = max_abs_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
+            let diff = max_scaled_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
             if diff > w.tolerance() {
                 return Err(Verdict::Blocked(format!(
                     "fixture: the original run of `{name}` differs from the CPU reference in `{buffer}` by {diff}"
