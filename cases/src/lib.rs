@@ -9,6 +9,7 @@
 mod case;
 mod check;
 pub mod cpu;
+pub mod expectations;
 mod gpu;
 pub mod mock;
 pub mod replay;

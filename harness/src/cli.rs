@@ -5,6 +5,9 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
+use gnomon_cases::expectations::Expectations;
+use gnomon_reports::Partition;
+
 use crate::runner::RunConfig;
 
 #[derive(Debug, Parser)]
@@ -18,6 +21,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the case catalogue: CPU cases always, GPU cases where a GPU is present.
     Run(RunArgs),
+    /// Compare two reports: status transitions, metric changes, environment differences.
+    Compare(CompareArgs),
+    /// Join partial reports of one partitioned run into one report.
+    Merge(MergeArgs),
+    /// Print a report as one paragraph of prose.
+    Summary(SummaryArgs),
     /// Validate a core and replay it natively on device 0, at its fixed addresses.
     Replay(ReplayArgs),
     /// Export a fixture workload's core and exit (the exporting process of a replay case).
@@ -45,6 +54,12 @@ pub struct RunArgs {
     /// Name recorded as the run's profile (release, nightly, port).
     #[arg(long, default_value = "default")]
     pub profile: String,
+    /// Run only this share of the catalogue: hash:K/N (1 ≤ K ≤ N).
+    #[arg(long, value_name = "hash:K/N")]
+    pub partition: Option<Partition>,
+    /// Expectations file [default: the catalogue's own cases/expectations.toml].
+    #[arg(long, value_name = "FILE")]
+    pub expectations: Option<PathBuf>,
     /// Include the runner's self-test cases under mock/.
     #[arg(long, hide = true)]
     pub include_mock: bool,
@@ -56,8 +71,12 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    pub fn into_config(self) -> RunConfig {
-        RunConfig {
+    pub fn into_config(self) -> Result<RunConfig, String> {
+        let text = match &self.expectations {
+            Some(path) => std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?,
+            None => gnomon_cases::expectations::DEFAULT.to_owned(),
+        };
+        Ok(RunConfig {
             report_dir: self.report_dir,
             require_arch: self.require_arch,
             case_timeout: self.case_timeout,
@@ -66,8 +85,10 @@ impl RunArgs {
             include_mock: self.include_mock,
             include_faults: self.include_faults,
             child_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon")),
+            partition: self.partition,
+            expectations: Expectations::parse(&text)?,
             libtest: self.libtest,
-        }
+        })
     }
 }
 
@@ -97,4 +118,44 @@ pub struct ExportArgs {
     pub dir: PathBuf,
     #[arg(long)]
     pub result: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    pub base: PathBuf,
+    pub new: PathBuf,
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: OutputFormat,
+    /// Noise threshold for metric changes, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub threshold: f64,
+    /// A per-metric threshold, NAME=PERCENT (repeatable).
+    #[arg(long = "metric-threshold", value_name = "NAME=PERCENT", value_parser = parse_metric_threshold)]
+    pub metric_thresholds: Vec<(String, f64)>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum OutputFormat {
+    Markdown,
+    Json,
+}
+
+fn parse_metric_threshold(s: &str) -> Result<(String, f64), String> {
+    let (name, pct) = s.split_once('=').ok_or("expected NAME=PERCENT")?;
+    Ok((name.to_owned(), pct.parse().map_err(|_| format!("`{pct}` is not a number"))?))
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// report.json files of the partitions.
+    #[arg(required = true)]
+    pub parts: Vec<PathBuf>,
+    /// Directory for the merged report.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    pub report: PathBuf,
 }

@@ -20,6 +20,7 @@ pub fn collect() -> Environment {
     match gnomon_core::cuda::preflight() {
         Ok(p) => {
             env.driver_version = Some(format!("{}.{}", p.driver_version / 1000, p.driver_version % 1000 / 10));
+            env.driver_release = driver_release();
             env.nvrtc_version = Some(p.nvrtc_version.unwrap_or_else(|e| format!("unavailable: {e}")));
             env.gpus = p
                 .devices
@@ -52,4 +53,13 @@ fn os_name() -> String {
     let release = fs::read_to_string("/etc/os-release").unwrap_or_default();
     let pretty = release.lines().find_map(|l| l.strip_prefix("PRETTY_NAME="));
     pretty.map(|p| p.trim_matches('"').to_owned()).unwrap_or_else(|| std::env::consts::OS.into())
+}
+
+/// `580.159.04` from the NVIDIA kernel module's version file, where there is one.
+fn driver_release() -> Option<String> {
+    let text = fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    let line = text.lines().next()?;
+    line.split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .map(String::from)
 }

@@ -2,5 +2,6 @@
 //! runner. `src/main.rs` and the `suite` test target are thin callers of [`runner::run`].
 
 pub mod cli;
+pub mod commands;
 pub mod environment;
 pub mod runner;

@@ -1,12 +1,21 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use gnomon::cli::{Cli, Command};
+use gnomon::{
+    cli::{Cli, Command},
+    commands,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Run(args) => gnomon::runner::run(args.into_config()),
+        Command::Run(args) => match args.into_config() {
+            Ok(config) => gnomon::runner::run(config),
+            Err(e) => commands::exit(Err(e)),
+        },
+        Command::Compare(args) => commands::exit(commands::compare_reports(&args)),
+        Command::Merge(args) => commands::exit(commands::merge_reports(&args)),
+        Command::Summary(args) => commands::exit(commands::print_summary(&args)),
         Command::Replay(args) => gnomon_cases::replay::replay_command(&args.core, args.result.as_deref()),
         Command::Export(args) => {
             gnomon_cases::replay::export_command(&args.workload, args.cap, &args.dir, args.result.as_deref())

@@ -17,6 +17,9 @@ fn main() -> ExitCode {
         include_mock: false,
         include_faults: false,
         child_exe: PathBuf::from(env!("CARGO_BIN_EXE_gnomon")),
+        partition: None,
+        expectations: gnomon_cases::expectations::Expectations::parse(gnomon_cases::expectations::DEFAULT)
+            .expect("the built-in expectations parse"),
     };
     ExitCode::from(gnomon::runner::run(config) as u8)
 }

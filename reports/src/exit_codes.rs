@@ -2,6 +2,8 @@
 
 /// Every selected case passed, was skipped, blocked or failed as expected.
 pub const SUCCESS: i32 = 0;
+/// `gnomon compare` found a regression.
+pub const REGRESSION: i32 = 1;
 /// At least one case failed, crashed, timed out or passed unexpectedly (libtest's code).
 pub const CASES_FAILED: i32 = 101;
 /// The command line or an input file was invalid.

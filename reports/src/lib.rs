@@ -5,12 +5,20 @@
 //! this crate reads every report an older harness wrote.
 
 mod claims;
+mod compare;
 pub mod exit_codes;
+mod merge;
 mod model;
+mod partition;
 pub mod render;
+mod summary;
 
 pub use claims::verdicts;
+pub use compare::{compare, Comparison, EnvironmentDifference, MetricChange, Thresholds, Transition, TransitionKind};
+pub use merge::{merge, MergeError};
 pub use model::*;
+pub use partition::Partition;
+pub use summary::summary;
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename,
 /// so a reader sees the old file or the new one, never half of one.

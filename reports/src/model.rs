@@ -162,8 +162,12 @@ pub struct Environment {
     pub harness_commit: String,
     #[serde(default)]
     pub gpus: Vec<Gpu>,
+    /// The CUDA version the driver supports (`cuDriverGetVersion`), `major.minor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_version: Option<String>,
+    /// The kernel driver's release (`580.159.04`), where the host says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_release: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvrtc_version: Option<String>,
     /// Why no GPU case could run, when none could.
@@ -212,6 +216,9 @@ pub struct Report {
     pub cases: Vec<CaseRecord>,
     pub claims: Vec<ClaimVerdict>,
     pub totals: BTreeMap<Status, u32>,
+    /// Unused or overlapping expectation entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectation_problems: Vec<String>,
 }
 
 impl Report {
@@ -223,7 +230,16 @@ impl Report {
         for case in &cases {
             *totals.entry(case.status).or_insert(0) += 1;
         }
-        Self { schema_version: SCHEMA_VERSION, run, subject, environment, cases, claims, totals }
+        Self {
+            schema_version: SCHEMA_VERSION,
+            run,
+            subject,
+            environment,
+            cases,
+            claims,
+            totals,
+            expectation_problems: Vec::new(),
+        }
     }
 
     pub fn from_json(text: &str) -> serde_json::Result<Self> {

@@ -1,81 +1,10 @@
 //! Every renderer held against a snapshot of one hand-made report that has a case of
 //! every status and a claim left not established.
 
-use std::collections::BTreeMap;
+mod common;
 
-use gnomon_reports::{render, CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject};
-
-fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseRecord {
-    CaseRecord {
-        id: CaseId::new(id),
-        family: id.split('/').next().unwrap().into(),
-        parameters: BTreeMap::new(),
-        status,
-        reason: reason.map(Into::into),
-        attempts: if status == Status::Flaky { 2 } else { 1 },
-        duration_s: 0.25,
-        metrics: BTreeMap::from([("restore".to_owned(), Metric::new(0.125, "s"))]),
-        claims: vec![claim.into()],
-        stderr: (status == Status::Crashed).then(|| "CUDA_ERROR_ILLEGAL_ADDRESS".into()),
-    }
-}
-
-pub fn hand_made() -> Report {
-    let cases = vec![
-        case("cpu/flags/value=1/accepted", Status::Passed, None, "flags-contract"),
-        case("gpu/flags/value=8/launch", Status::ExpectedFailure, Some("driver drops bit 8"), "flags-fidelity"),
-        case(
-            "gpu/flags/value=9/launch",
-            Status::UnexpectedPass,
-            Some("expected to fail on this driver"),
-            "flags-fidelity",
-        ),
-        case("gpu/fault/sticky", Status::Crashed, Some("killed by signal 6"), "isolation"),
-        case("gpu/hang", Status::TimedOut, Some("no result within 2s"), "isolation"),
-        case(
-            "replay/gemm/cap=64MiB/handover=exit",
-            Status::Blocked,
-            Some("address 0x200000000000 wanted, 0x7f0000000000 got"),
-            "native-replay",
-        ),
-        case(
-            "replay/gemm/cap=64GiB/handover=exit",
-            Status::Failed,
-            Some("output `c` differs at byte 12"),
-            "native-replay",
-        ),
-        case(
-            "gpu/tensor-parallel/two-ranks",
-            Status::Skipped,
-            Some("needs 2 CUDA GPUs, 1 present"),
-            "tensor-parallel-readiness",
-        ),
-        case("gpu/flags/value=0/launch", Status::Flaky, Some("passed on attempt 2"), "flags-fidelity"),
-    ];
-    let run = Run {
-        id: "20261129T160000Z-1".into(),
-        started_at: "2026-11-29T16:00:00Z".into(),
-        duration_s: 2.5,
-        profile: "release".into(),
-        filters: vec!["gpu/".into()],
-        partition: None,
-        complete: true,
-    };
-    let subject =
-        Subject { name: "gnomon-core reference exporter".into(), version: "0.1.0".into(), commit: "abc123".into() };
-    let environment = Environment {
-        host: "runner-1".into(),
-        cpu: "x86_64 x16".into(),
-        os: "Ubuntu 24.04".into(),
-        harness_version: "0.1.0".into(),
-        harness_commit: "abc123".into(),
-        gpus: vec![Gpu { index: 0, name: "NVIDIA H200".into(), arch: "sm_90".into(), memory_bytes: 150_754_820_096 }],
-        driver_version: Some("13.0".into()),
-        nvrtc_version: Some("13.0".into()),
-        gpu_unavailable: None,
-    };
-    Report::new(run, subject, environment, cases)
-}
+use common::hand_made;
+use gnomon_reports::{render, summary, Report};
 
 #[test]
 fn json() {
@@ -96,4 +25,9 @@ fn junit() {
 fn json_round_trip() {
     let report = hand_made();
     assert_eq!(Report::from_json(&report.to_json()).unwrap(), report);
+}
+
+#[test]
+fn summary_paragraph() {
+    insta::assert_snapshot!(summary(&hand_made()));
 }

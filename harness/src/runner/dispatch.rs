@@ -7,8 +7,8 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use gnomon_cases::{catalogue, Case, CatalogueOptions, Requirement};
-use gnomon_reports::{exit_codes, CaseRecord, Environment, Run, Status, Subject};
+use gnomon_cases::{catalogue, expectations::Expectations, Case, CatalogueOptions, Requirement};
+use gnomon_reports::{exit_codes, CaseRecord, Environment, Partition, Run, Status, Subject};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use super::{
@@ -18,7 +18,6 @@ use super::{
 use crate::environment;
 
 /// Everything one run needs; built by the CLI or by the `suite` test target.
-#[derive(Debug)]
 pub struct RunConfig {
     pub libtest: Arguments,
     /// `None`: `reports/out/RUN-ID`.
@@ -31,12 +30,18 @@ pub struct RunConfig {
     pub include_faults: bool,
     /// The `gnomon` binary that runs isolated cases.
     pub child_exe: PathBuf,
+    /// Run only this runner's share of the catalogue.
+    pub partition: Option<Partition>,
+    pub expectations: Expectations,
 }
 
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
-    let cases =
+    let mut cases =
         catalogue(CatalogueOptions { include_mock: config.include_mock, include_faults: config.include_faults });
+    if let Some(partition) = config.partition {
+        cases.retain(|c| partition.contains(&c.id));
+    }
     if config.libtest.list {
         let _ = libtest_mimic::run(
             &config.libtest,
@@ -57,6 +62,7 @@ pub fn run(config: RunConfig) -> i32 {
         started_at,
         profile: config.profile.clone(),
         filters: filters(&config.libtest),
+        partition: config.partition.map(|p| p.to_string()),
         ..Run::default()
     };
     let subject = Subject {
@@ -65,11 +71,13 @@ pub fn run(config: RunConfig) -> i32 {
         commit: environment::HARNESS_COMMIT.into(),
     };
     let facilities = environment::facilities(&env);
-    let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env));
+    let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env.clone()));
     let policy = Arc::new(Policy {
         child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
         retries: config.retries,
         gpu: Mutex::new(()),
+        expectations: config.expectations,
+        env,
     });
     let trials = cases
         .into_iter()
@@ -79,7 +87,7 @@ pub fn run(config: RunConfig) -> i32 {
         })
         .collect();
     let conclusion = libtest_mimic::run(&config.libtest, trials);
-    match sink.finish() {
+    match sink.finish(|records| policy.expectations.problems(records, &policy.env)) {
         Ok(report) => {
             eprintln!("gnomon: report written to {}", dir.display());
             if report.fails_run() || conclusion.has_failed() {
@@ -100,11 +108,13 @@ struct Policy {
     /// Held while a GPU case runs: GPU cases measure device memory and time, which other
     /// processes on the same device would disturb, so they run one at a time.
     gpu: Mutex<()>,
+    expectations: Expectations,
+    env: Environment,
 }
 
 fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<ReportSink>) -> Trial {
     Trial::ignorable_test(case.id.to_string(), move || {
-        let record = match unmet {
+        let mut record = match unmet {
             Some(reason) => case.record(Status::Skipped, Some(reason)),
             None if case.requires == Requirement::Nothing => attempt(&case, &policy),
             None => {
@@ -112,6 +122,7 @@ fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<Repor
                 attempt(&case, &policy)
             }
         };
+        policy.expectations.apply(&mut record, &policy.env);
         let outcome = outcome(&record);
         sink.add(record);
         outcome

@@ -28,10 +28,12 @@ impl ReportSink {
         }
     }
 
-    /// Writes the complete report and its renderings; returns it.
-    pub fn finish(&self) -> std::io::Result<Report> {
+    /// Writes the complete report, with the expectation problems `problems` finds in its
+    /// records, and its renderings; returns it.
+    pub fn finish(&self, problems: impl FnOnce(&[CaseRecord]) -> Vec<String>) -> std::io::Result<Report> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let report = self.report(records, true);
+        let mut report = self.report(records, true);
+        report.expectation_problems = problems(&report.cases);
         render::write_all(&report, &self.dir)?;
         Ok(report)
     }

@@ -16,7 +16,9 @@ pub fn markdown(r: &Report) -> String {
     if let Some(reason) = &env.gpu_unavailable {
         let _ = writeln!(out, "- no GPU: {reason}");
     }
-    for (label, value) in [("driver", &env.driver_version), ("NVRTC", &env.nvrtc_version)] {
+    for (label, value) in
+        [("driver", &env.driver_release), ("CUDA (driver API)", &env.driver_version), ("NVRTC", &env.nvrtc_version)]
+    {
         if let Some(v) = value {
             let _ = writeln!(out, "- {label}: {v}");
         }

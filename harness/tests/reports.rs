@@ -1,0 +1,58 @@
+//! The report commands through the binary: partitions of a CPU run merge into the full
+//! run, and `compare` gates on regressions against the committed H200 baseline.
+
+use std::{path::Path, process::Command};
+
+use gnomon_reports::{exit_codes, Report, Status};
+
+const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/baselines/h200-sm90-580.159.04/report.json");
+
+fn gnomon(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gnomon")).args(args).output().expect("gnomon runs")
+}
+
+fn run_cpu(dir: &Path, partition: Option<&str>) -> Report {
+    let mut args = vec!["run", "cpu/", "--report-dir", dir.to_str().unwrap()];
+    args.extend(partition.iter().flat_map(|p| ["--partition", p]));
+    assert!(gnomon(&args).status.success());
+    Report::from_json(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn two_partitions_merged_equal_the_full_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = run_cpu(&tmp.path().join("full"), None);
+    let one = run_cpu(&tmp.path().join("one"), Some("hash:1/2"));
+    let two = run_cpu(&tmp.path().join("two"), Some("hash:2/2"));
+    assert!(!one.cases.is_empty() && !two.cases.is_empty());
+    let out = tmp.path().join("merged");
+    let parts = [tmp.path().join("one/report.json"), tmp.path().join("two/report.json")];
+    let merged =
+        gnomon(&["merge", parts[0].to_str().unwrap(), parts[1].to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let merged = Report::from_json(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let outcome = |r: &Report| r.cases.iter().map(|c| (c.id.clone(), c.status, c.claims.clone())).collect::<Vec<_>>();
+    assert_eq!(outcome(&merged), outcome(&full));
+    assert_eq!(merged.claims, full.claims);
+
+    let missing = gnomon(&["merge", parts[0].to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(exit_codes::USAGE));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("hash:2/2"));
+}
+
+#[test]
+fn baseline_against_itself_passes_and_a_regression_is_named() {
+    let same = gnomon(&["compare", BASELINE, BASELINE]);
+    assert_eq!(same.status.code(), Some(exit_codes::SUCCESS), "{}", String::from_utf8_lossy(&same.stdout));
+
+    let mut report = Report::from_json(&std::fs::read_to_string(BASELINE).unwrap()).unwrap();
+    let victim = report.cases.iter_mut().find(|c| c.id.as_str() == "replay/decode/cap=64MiB/handover=exit").unwrap();
+    victim.status = Status::Failed;
+    let tmp = tempfile::tempdir().unwrap();
+    let changed = tmp.path().join("report.json");
+    std::fs::write(&changed, report.to_json()).unwrap();
+    let regressed = gnomon(&["compare", BASELINE, changed.to_str().unwrap()]);
+    assert_eq!(regressed.status.code(), Some(exit_codes::REGRESSION));
+    let text = String::from_utf8_lossy(&regressed.stdout);
+    assert!(text.contains("Regression `replay/decode/cap=64MiB/handover=exit`: passed → failed"), "{text}");
+}

@@ -1,0 +1,71 @@
+//! `gnomon merge`: partial reports of one run, made on several runners, joined into one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use thiserror::Error;
+
+use crate::{CaseId, Report, Run};
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MergeError {
+    #[error("no reports to merge")]
+    Empty,
+    #[error("case `{case}` is in both {first} and {second}")]
+    Overlap { case: CaseId, first: String, second: String },
+    #[error("partitions disagree on their count: {0:?}")]
+    PartitionCount(Vec<String>),
+    #[error("partitions missing: {0:?}")]
+    MissingPartitions(Vec<String>),
+    #[error("{} cases of the catalogue are in no report: {}", .0.len(), .0.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))]
+    MissingCases(Vec<CaseId>),
+}
+
+/// Joins `parts`; every case of `expected` must be in exactly one part.
+pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError> {
+    let first = parts.first().ok_or(MergeError::Empty)?;
+    check_partitions(parts)?;
+    let mut owner: BTreeMap<&CaseId, &str> = BTreeMap::new();
+    for part in parts {
+        for case in &part.cases {
+            if let Some(first) = owner.insert(&case.id, &part.run.id) {
+                return Err(MergeError::Overlap {
+                    case: case.id.clone(),
+                    first: first.into(),
+                    second: part.run.id.clone(),
+                });
+            }
+        }
+    }
+    let missing: Vec<CaseId> = expected.iter().filter(|id| !owner.contains_key(id)).cloned().collect();
+    if !missing.is_empty() {
+        return Err(MergeError::MissingCases(missing));
+    }
+    let run = Run {
+        id: parts.iter().map(|p| p.run.id.as_str()).collect::<Vec<_>>().join("+"),
+        started_at: parts.iter().map(|p| p.run.started_at.clone()).min().unwrap_or_default(),
+        duration_s: parts.iter().map(|p| p.run.duration_s).fold(0.0, f64::max),
+        partition: None,
+        complete: parts.iter().all(|p| p.run.complete),
+        ..first.run.clone()
+    };
+    let cases = parts.iter().flat_map(|p| p.cases.iter().cloned()).collect();
+    Ok(Report::new(run, first.subject.clone(), first.environment.clone(), cases))
+}
+
+/// Partitioned parts must share N and cover 1..=N.
+fn check_partitions(parts: &[Report]) -> Result<(), MergeError> {
+    let specs: Vec<crate::Partition> = parts.iter().filter_map(|p| p.run.partition.as_deref()?.parse().ok()).collect();
+    let Some(count) = specs.first().map(|p| p.count) else { return Ok(()) };
+    if specs.iter().any(|p| p.count != count) {
+        return Err(MergeError::PartitionCount(specs.iter().map(|p| p.to_string()).collect()));
+    }
+    let present: BTreeSet<u32> = specs.iter().map(|p| p.index).collect();
+    let missing: Vec<String> =
+        (1..=count).filter(|k| !present.contains(k)).map(|k| format!("hash:{k}/{count}")).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(MergeError::MissingPartitions(missing))
+    }
+}
