@@ -91,15 +91,11 @@ fn claims(r: &Report) -> String {
         let why: Vec<String> = open
             .iter()
             .map(|c| {
-                let cases: Vec<_> = c
-                    .not_passed
-                    .iter()
-                    .map(|s| format!("`{}` {}: {}", s.case, s.status, s.reason.as_deref().unwrap_or("no reason given")))
-                    .collect();
+                let cases: Vec<_> = c.not_passed.iter().map(|s| format!("`{}` {}", s.case, s.status)).collect();
                 format!("{} ({})", c.claim, cases.join("; "))
             })
             .collect();
-        out.push_str(&format!(" Not established: {}.", why.join("; ")));
+        out.push_str(&format!(" Not established, for the reasons above: {}.", why.join("; ")));
     }
     out
 }

@@ -48,19 +48,23 @@ pub fn cases() -> Vec<Case> {
     }
     for value in [0u64, 1, 8, 9] {
         // Fails where the driver drops a bit; cases/expectations.toml says where that is known.
-        cases.push(gpu_case(&format!("gpu/flags/value={value}/driver-reports-exact"), CLAIM, move |ctx| {
-            let gpu = Gpu::open()?;
-            let chain = Chain::new(&gpu)?;
-            let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
-            let exec = accepted(template.instantiate(value), "instantiate")?;
-            ctx.metric("driver-reported-flags", exec.reported_flags() as f64, "1");
-            ensure(exec.reported_flags() == value, || {
-                format!(
-                    "the driver reports flags {} for an executable instantiated with {value}",
-                    exec.reported_flags()
-                )
-            })
-        }));
+        cases.push(gpu_case(
+            &format!("gpu/flags/value={value}/driver-reports-exact"),
+            "driver-reports-flags",
+            move |ctx| {
+                let gpu = Gpu::open()?;
+                let chain = Chain::new(&gpu)?;
+                let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
+                let exec = accepted(template.instantiate(value), "instantiate")?;
+                ctx.metric("driver-reported-flags", exec.reported_flags() as f64, "1");
+                ensure(exec.reported_flags() == value, || {
+                    format!(
+                        "the driver reports flags {} for an executable instantiated with {value}",
+                        exec.reported_flags()
+                    )
+                })
+            },
+        ));
     }
     for value in [2u64, 4, 16, 1 << 40] {
         cases.push(gpu_case(&format!("gpu/flags/value={value}/refused"), CLAIM, move |_| {
