@@ -22,8 +22,11 @@ pub fn exit(result: Result<i32, String>) -> i32 {
 
 pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
     let (base, new) = (load(&args.base)?, load(&args.new)?);
-    let thresholds =
-        Thresholds { default_pct: args.threshold, per_metric: args.metric_thresholds.iter().cloned().collect() };
+    let thresholds = Thresholds {
+        default_pct: args.threshold,
+        per_metric: args.metric_thresholds.iter().cloned().collect(),
+        ..Thresholds::default()
+    };
     let comparison = compare(&base, &new, &thresholds);
     match args.format {
         OutputFormat::Markdown => print!("{}", comparison.to_markdown()),

@@ -65,16 +65,19 @@ pub struct Comparison {
     pub environment: Vec<EnvironmentDifference>,
 }
 
-/// Noise thresholds in percent: a default and per-metric overrides.
+/// Noise thresholds in percent (a default and per-metric overrides), and per unit an
+/// absolute floor below which any change is noise (sub-millisecond timings jitter by
+/// tens of percent from run to run).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Thresholds {
     pub default_pct: f64,
     pub per_metric: BTreeMap<String, f64>,
+    pub floor_per_unit: BTreeMap<String, f64>,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Self { default_pct: 10.0, per_metric: BTreeMap::new() }
+        Self { default_pct: 10.0, per_metric: BTreeMap::new(), floor_per_unit: [("s".to_owned(), 1e-3)].into() }
     }
 }
 
@@ -146,7 +149,9 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, thresholds: &Thresholds) -
                 (n.value - b.value) / b.value.abs() * 100.0
             };
             let threshold_pct = thresholds.for_metric(name);
-            (change_pct.abs() > threshold_pct).then(|| MetricChange {
+            let floor = thresholds.floor_per_unit.get(&b.unit).copied().unwrap_or(0.0);
+            let beyond = change_pct.abs() > threshold_pct && (n.value - b.value).abs() > floor;
+            beyond.then(|| MetricChange {
                 case: base.id.clone(),
                 metric: name.clone(),
                 unit: b.unit.clone(),

@@ -54,7 +54,7 @@ fn a_report_against_itself_has_no_transition() {
 
 #[test]
 fn per_metric_threshold_overrides_the_default() {
-    let thresholds = Thresholds { default_pct: 10.0, per_metric: [("restore".to_owned(), 200.0)].into() };
+    let thresholds = Thresholds { per_metric: [("restore".to_owned(), 200.0)].into(), ..Thresholds::default() };
     let comparison = compare(&hand_made(), &new_run(), &thresholds);
     assert!(comparison.metric_changes.is_empty());
     assert_eq!(
