@@ -25,7 +25,7 @@ impl ShardCap {
         if cap < granularity {
             return Err(ShardPlanError::CapBelowGranularity { cap, granularity });
         }
-        if cap % granularity != 0 {
+        if !cap.is_multiple_of(granularity) {
             return Err(ShardPlanError::CapNotMultiple { cap, granularity });
         }
         Ok(Self { cap, granularity })

@@ -52,7 +52,7 @@ fn format(tag: &FormatTag) -> Result {
 
 fn arena(a: &Arena) -> Result {
     let cap = ShardCap::new(a.shard_cap, a.granularity)?;
-    if a.base % cap.granularity() != 0 {
+    if !a.base.is_multiple_of(cap.granularity()) {
         return Err(E::BaseMisaligned { base: a.base, granularity: a.granularity });
     }
     if a.size == 0 || a.size > MAX_ARENA_BYTES {

@@ -76,7 +76,7 @@ pub fn corruptions() -> Vec<Corruption> {
         row("arena-size-unreal", |d| d.manifest.arena.size = 1 << 50, invalid!(ArenaSize { .. })),
         row(
             "arena-past-address-space",
-            |d| d.manifest.arena.base = u64::MAX & !(GRANULARITY - 1),
+            |d| d.manifest.arena.base = (u64::MAX / GRANULARITY) * GRANULARITY,
             invalid!(ArenaOverflow { .. }),
         ),
         row(

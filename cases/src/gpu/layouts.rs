@@ -104,7 +104,7 @@ fn fixtures() -> Vec<(&'static str, LayoutFixture)> {
                 },
                 expected: || {
                     let mut c = vec![0.0; GEMM_DIM * GEMM_DIM];
-                    gemm(GEMM_DIM, GEMM_DIM, GEMM_DIM, 1.0, 0.0, &gemm_a(), &gemm_b(), &mut c);
+                    gemm([GEMM_DIM; 3], 1.0, 0.0, &gemm_a(), &gemm_b(), &mut c);
                     c
                 },
             },

@@ -12,7 +12,7 @@ mod graph;
 mod module;
 mod vmm;
 
-use std::{ffi::c_void, ptr, sync::Arc};
+use std::{ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
@@ -114,17 +114,17 @@ struct ContextInner {
 impl Drop for ContextInner {
     fn drop(&mut self) {
         // SAFETY: releases the retain taken in `Context::new`; every resource holding an
-        // `Arc<ContextInner>` is gone by now.
+        // `Rc<ContextInner>` is gone by now.
         unsafe {
             let _ = cu::primary_ctx::release(self.device);
         }
     }
 }
 
-/// A device's primary context, current on the creating thread. Cheap to clone; every
-/// resource keeps one, so the context outlives what was made in it.
+/// A device's primary context, current on the creating thread and bound to it (not `Send`).
+/// Cheap to clone; every resource keeps one, so the context outlives what was made in it.
 #[derive(Clone)]
-pub struct Context(Arc<ContextInner>);
+pub struct Context(Rc<ContextInner>);
 
 impl Context {
     pub fn new(ordinal: u32) -> Result<Self> {
@@ -138,7 +138,7 @@ impl Context {
         // SAFETY: `raw` is the context just retained.
         unsafe { cu::ctx::set_current(raw) }
             .map_err(|e| CudaError::Driver { call: "cuCtxSetCurrent", code: describe(e) })?;
-        Ok(Self(Arc::new(ContextInner { device, raw, info })))
+        Ok(Self(Rc::new(ContextInner { device, raw, info })))
     }
 
     pub fn info(&self) -> &DeviceInfo {

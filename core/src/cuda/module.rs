@@ -3,7 +3,7 @@
 use std::{
     ffi::{c_void, CStr, CString},
     ptr,
-    sync::Arc,
+    rc::Rc,
 };
 
 use cudarc::driver::sys;
@@ -64,7 +64,7 @@ impl Drop for ModuleInner {
 
 /// A loaded module (PTX or cubin).
 #[derive(Clone)]
-pub struct Module(Arc<ModuleInner>);
+pub struct Module(Rc<ModuleInner>);
 
 impl Module {
     /// Loads a PTX text or cubin image.
@@ -74,7 +74,7 @@ impl Module {
         let mut raw = ptr::null_mut();
         // SAFETY: `owned` is a complete image that lives across the call.
         check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
-        Ok(Self(Arc::new(ModuleInner { _ctx: ctx.clone(), raw })))
+        Ok(Self(Rc::new(ModuleInner { _ctx: ctx.clone(), raw })))
     }
 
     pub fn function(&self, name: &str) -> Result<Function> {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gnomon_reports::{render, CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject};
+use gnomon_reports::{CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject};
 
 pub fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseRecord {
     CaseRecord {
