@@ -56,3 +56,25 @@ fn baseline_against_itself_passes_and_a_regression_is_named() {
     let text = String::from_utf8_lossy(&regressed.stdout);
     assert!(text.contains("Regression `replay/decode/cap=64MiB/handover=exit`: passed → failed"), "{text}");
 }
+
+#[test]
+fn renderings_of_a_real_run_hold_once_redacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("shards");
+    assert!(gnomon(&["run", "cpu/shards/", "--report-dir", dir.to_str().unwrap()]).status.success());
+    let mut report = Report::from_json(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap().redacted();
+    // Whether a GPU is present depends on the machine, and these cases need none.
+    let env = &mut report.environment;
+    (env.gpus, env.driver_release, env.driver_version, env.nvrtc_version) = (Vec::new(), None, None, None);
+    env.gpu_unavailable = Some("[machine]".into());
+    insta::assert_snapshot!("cpu_shards_markdown", gnomon_reports::render::markdown(&report));
+    insta::assert_snapshot!("cpu_shards_junit", gnomon_reports::render::junit(&report));
+}
+
+#[test]
+fn require_arch_refuses_another_machine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let refused = gnomon(&["run", "--require-arch", "sm_120", "--report-dir", tmp.path().to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(exit_codes::PRECONDITION));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--require-arch sm_120"));
+}

@@ -250,6 +250,21 @@ impl Report {
         serde_json::to_string_pretty(self).expect("a report always serializes") + "\n"
     }
 
+    /// A copy with what differs between runs of the same code replaced by placeholders:
+    /// run id, times, durations, host, CPU, OS, commits and memory sizes. For snapshots,
+    /// and for sharing a report without the machine's details.
+    pub fn redacted(&self) -> Report {
+        let mut r = self.clone();
+        (r.run.id, r.run.started_at, r.run.duration_s) = ("[run]".into(), "[time]".into(), 0.0);
+        let env = &mut r.environment;
+        (env.host, env.cpu, env.os, env.harness_commit) =
+            ("[host]".into(), "[cpu]".into(), "[os]".into(), "[commit]".into());
+        env.gpus.iter_mut().for_each(|g| g.memory_bytes = 0);
+        r.subject.commit = "[commit]".into();
+        r.cases.iter_mut().for_each(|c| c.duration_s = 0.0);
+        r
+    }
+
     pub fn fails_run(&self) -> bool {
         self.cases.iter().any(|c| c.status.fails_run())
     }
