@@ -64,7 +64,7 @@ pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<Re
     timed("reserve-and-map", started);
     let started = Instant::now();
     let arena = Arena { _mapping: mapping, initial: read_shards(core)? };
-    restore(ctx, m, &arena)?;
+    restore(ctx, &arena)?;
     timed("upload", started);
     let plan = match executables {
         Executables::Handed(execs) => plan(m, execs)?,
@@ -130,7 +130,7 @@ fn read_shards(core: &Core) -> Result<Vec<(u64, Vec<u8>)>, ReplayError> {
 }
 
 /// Writes the shards' bytes back into the arena.
-fn restore(ctx: &Context, _m: &Manifest, arena: &Arena) -> Result<(), ReplayError> {
+fn restore(ctx: &Context, arena: &Arena) -> Result<(), ReplayError> {
     for (address, bytes) in &arena.initial {
         // SAFETY: each range is a shard of a validated core, mapped by `map_arena` or, for
         // handed executables, by the exporter in this process.
@@ -249,7 +249,7 @@ fn launch_all(
     let mut first_launch = None;
     let mut outputs = Vec::new();
     for (template, exec) in m.templates.iter().zip(plan.executables()) {
-        restore(ctx, m, arena)?;
+        restore(ctx, arena)?;
         stream.record(&start)?;
         exec.launch(stream)?;
         stream.record(&end)?;

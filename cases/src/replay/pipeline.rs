@@ -121,7 +121,7 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     let nodes: usize = manifest.templates.iter().map(|t| t.nodes.len()).sum();
     let metrics = vec![
         ("export-s", export_s, "s"),
-        ("export-peak-device-memory", (free_at_start - lowest_free) as f64 / MIB as f64, "MiB"),
+        ("export-peak-device-memory", free_at_start.saturating_sub(lowest_free) as f64 / MIB as f64, "MiB"),
         ("graphs", manifest.templates.len() as f64, "1"),
         ("nodes", nodes as f64, "1"),
         ("shards", manifest.shards.len() as f64, "1"),
