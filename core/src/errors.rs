@@ -248,3 +248,13 @@ pub enum ReplayError {
     #[error("read shard {index} ({file}): {source}")]
     Shard { index: u32, file: String, source: std::io::Error },
 }
+
+/// Filling a kernel parameter blob.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamError {
+    #[error("parameter {index} does not exist: the function has {count}")]
+    NoSuchParam { index: usize, count: usize },
+    #[error("parameter {index} is {slot} bytes, a value of {given} bytes was given")]
+    SizeMismatch { index: usize, slot: u64, given: usize },
+}

@@ -2,18 +2,7 @@
 //! a function (`cuFuncGetParamInfo`). Values are placed by slot index, and each value's
 //! size must equal its slot's size, so no parameter size is ever assumed.
 
-use thiserror::Error;
-
-use crate::format::ParamSlot;
-
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ParamError {
-    #[error("parameter {index} does not exist: the function has {count}")]
-    NoSuchParam { index: usize, count: usize },
-    #[error("parameter {index} is {slot} bytes, a value of {given} bytes was given")]
-    SizeMismatch { index: usize, slot: u64, given: usize },
-}
+use crate::{errors::ParamError, format::ParamSlot};
 
 /// A parameter blob being filled in.
 #[derive(Clone, Debug)]

@@ -4,7 +4,8 @@
 
 use gnomon_core::{
     cuda::{Function, RetainedGraph},
-    params::{ParamBlob, ParamError},
+    errors::ParamError,
+    params::ParamBlob,
 };
 use gnomon_fixtures::{
     kernels::{gemm_shape, KernelSource, GEMM, LAYOUTS},
