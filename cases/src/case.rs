@@ -77,7 +77,7 @@ pub struct Case {
 
 impl Case {
     /// A case that needs nothing and runs in the runner's process.
-    pub fn cpu(
+    pub fn new(
         id: &str,
         claim: &'static str,
         body: impl Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
@@ -90,6 +90,15 @@ impl Case {
             isolation: Isolation::InProcess,
             body: Arc::new(body),
         }
+    }
+
+    /// A case that needs one GPU and runs in its own child process.
+    pub fn gpu(
+        id: &str,
+        claim: &'static str,
+        body: impl Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(id, claim, body).requiring(Requirement::Gpus(1)).isolated()
     }
 
     pub fn requiring(mut self, requires: Requirement) -> Self {

@@ -9,7 +9,7 @@ use crate::{Case, Verdict};
 pub const FLAKY_STATE_ENV: &str = "GNOMON_MOCK_FLAKY_STATE";
 
 fn mock(id: &str, body: impl Fn(&mut crate::Ctx) -> Result<(), Verdict> + Send + Sync + 'static) -> Case {
-    Case::cpu(id, "mock", body).isolated()
+    Case::new(id, "mock", body).isolated()
 }
 
 pub fn cases() -> Vec<Case> {

@@ -32,7 +32,7 @@ fn h200(driver: &str) -> Environment {
 }
 
 fn record(id: &str, status: Status, reason: &str) -> CaseRecord {
-    Case::cpu(id, "flags-fidelity", |_| Ok(())).record(status, Some(reason.into()))
+    Case::new(id, "flags-fidelity", |_| Ok(())).record(status, Some(reason.into()))
 }
 
 #[test]

@@ -12,27 +12,27 @@ const CLAIM: &str = "capture-order";
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::cpu("cpu/capture/fork-join-order", CLAIM, |_| {
+        Case::new("cpu/capture/fork-join-order", CLAIM, |_| {
             let shape = accepted(construct(&fork_join()), "constructing the fork/join capture")?;
             let nodes = ["head", "left-a", "right", "left-b", "tail"];
             let edges = [(0, 1), (0, 2), (0, 4), (1, 3), (2, 4), (3, 4)];
             ensure(shape.nodes == nodes && shape.edges == edges, || format!("constructed {shape:?}"))
         }),
-        Case::cpu("cpu/capture/deterministic", CLAIM, |_| {
+        Case::new("cpu/capture/deterministic", CLAIM, |_| {
             let first = accepted(construct(&fork_join()), "first construction")?;
             let again = accepted(construct(&fork_join()), "second construction")?;
             ensure(first == again, || format!("{first:?} then {again:?}"))
         }),
-        Case::cpu("cpu/capture/unjoined-stream-refused", CLAIM, |_| {
+        Case::new("cpu/capture/unjoined-stream-refused", CLAIM, |_| {
             let ops: Vec<_> =
                 fork_join().into_iter().filter(|op| !matches!(op, CaptureOp::Wait { stream: 0, .. })).collect();
             refused(construct(&ops), |e| matches!(e, CaptureError::Unjoined { .. })).map(drop)
         }),
-        Case::cpu("cpu/capture/stream-outside-capture-refused", CLAIM, |_| {
+        Case::new("cpu/capture/stream-outside-capture-refused", CLAIM, |_| {
             let ops = [CaptureOp::Launch { stream: 3, label: "stray".into() }];
             refused(construct(&ops), |e| *e == CaptureError::StreamNotCaptured { op: 0, stream: 3 }).map(drop)
         }),
-        Case::cpu("cpu/capture/wait-on-unrecorded-event-refused", CLAIM, |_| {
+        Case::new("cpu/capture/wait-on-unrecorded-event-refused", CLAIM, |_| {
             let ops = [CaptureOp::Wait { stream: 1, event: "never".into() }];
             refused(construct(&ops), |e| matches!(e, CaptureError::EventNotRecorded { .. })).map(drop)
         }),

@@ -301,19 +301,19 @@ pub fn cases() -> Vec<Case> {
     let mut cases: Vec<Case> = corruptions()
         .into_iter()
         .map(|c| {
-            Case::cpu(&format!("cpu/manifest/{}-refused", c.slug), CLAIM, move |_| {
+            Case::new(&format!("cpu/manifest/{}-refused", c.slug), CLAIM, move |_| {
                 let root = temp_root()?;
                 refused(c.open(root.path()), c.expected).map(drop)
             })
         })
         .collect();
     cases.extend([
-        Case::cpu("cpu/manifest/sample-accepted", CLAIM, |_| {
+        Case::new("cpu/manifest/sample-accepted", CLAIM, |_| {
             let root = temp_root()?;
             CoreDraft::sample().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening the sample core").map(drop)
         }),
-        Case::cpu("cpu/manifest/external-pointer-accepted", CLAIM, |_| {
+        Case::new("cpu/manifest/external-pointer-accepted", CLAIM, |_| {
             let root = temp_root()?;
             let mut draft = CoreDraft::sample();
             set_y_pointer(&mut draft, 0x7f00_0000_0000);
@@ -321,14 +321,14 @@ pub fn cases() -> Vec<Case> {
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening a core with an external pointer").map(drop)
         }),
-        Case::cpu("cpu/format/golden-v1-read", "format-compatibility", |_| {
+        Case::new("cpu/format/golden-v1-read", "format-compatibility", |_| {
             let core = accepted(Core::open(&golden::v1_dir()), "opening the golden v1 core")?;
             let m = core.manifest();
             ensure(m.format.version == 1 && m.templates.len() == 1 && m.shards.len() == 2, || {
                 format!("golden core reads as version {} with {} templates", m.format.version, m.templates.len())
             })
         }),
-        Case::cpu("cpu/format/write-read-round-trip", "format-compatibility", |_| {
+        Case::new("cpu/format/write-read-round-trip", "format-compatibility", |_| {
             let root = temp_root()?;
             let draft = CoreDraft::sample();
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;

@@ -19,7 +19,7 @@ const ALL_STATUSES: [Status; 9] = [
 ];
 
 fn record(id: &str, status: Status, claim: &str) -> CaseRecord {
-    let mut r = Case::cpu(id, "unused", |_| Ok(())).record(status, Some(format!("{status} on purpose")));
+    let mut r = Case::new(id, "unused", |_| Ok(())).record(status, Some(format!("{status} on purpose")));
     r.claims = vec![claim.into()];
     r.metrics.insert("restore".into(), gnomon_reports::Metric::new(1.5, "s"));
     r
@@ -32,12 +32,12 @@ fn sample_report() -> Report {
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::cpu("cpu/report/json-round-trip", CLAIM, |_| {
+        Case::new("cpu/report/json-round-trip", CLAIM, |_| {
             let report = sample_report();
             let back = accepted(Report::from_json(&report.to_json()), "reading the report back")?;
             ensure(back == report, || "report read back differs".into())
         }),
-        Case::cpu("cpu/report/blocked-case-leaves-claim-not-established", CLAIM, |_| {
+        Case::new("cpu/report/blocked-case-leaves-claim-not-established", CLAIM, |_| {
             let cases = vec![
                 record("replay/a", Status::Passed, "native-replay"),
                 record("replay/b", Status::Blocked, "native-replay"),

@@ -30,29 +30,29 @@ fn cap_refused(cap: u64, granularity: u64, expected: fn(&ShardPlanError) -> bool
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::cpu("cpu/shards/cap=64GiB/exact-multiple", CLAIM, |_| expect_plan(128 * GIB, 64 * GIB, 2, 64 * GIB)),
-        Case::cpu("cpu/shards/cap=64GiB/one-byte-past", CLAIM, |_| {
+        Case::new("cpu/shards/cap=64GiB/exact-multiple", CLAIM, |_| expect_plan(128 * GIB, 64 * GIB, 2, 64 * GIB)),
+        Case::new("cpu/shards/cap=64GiB/one-byte-past", CLAIM, |_| {
             expect_plan(128 * GIB + 1, 64 * GIB, 3, GRANULARITY)
         }),
-        Case::cpu("cpu/shards/cap=64GiB/below-cap", CLAIM, |_| expect_plan(GIB + 1, 64 * GIB, 1, GIB + GRANULARITY)),
-        Case::cpu("cpu/shards/cap=64MiB/exact-multiple", CLAIM, |_| expect_plan(256 * MIB, 64 * MIB, 4, 64 * MIB)),
-        Case::cpu("cpu/shards/cap=64MiB/one-byte-past", CLAIM, |_| {
+        Case::new("cpu/shards/cap=64GiB/below-cap", CLAIM, |_| expect_plan(GIB + 1, 64 * GIB, 1, GIB + GRANULARITY)),
+        Case::new("cpu/shards/cap=64MiB/exact-multiple", CLAIM, |_| expect_plan(256 * MIB, 64 * MIB, 4, 64 * MIB)),
+        Case::new("cpu/shards/cap=64MiB/one-byte-past", CLAIM, |_| {
             expect_plan(256 * MIB + 1, 64 * MIB, 5, GRANULARITY)
         }),
-        Case::cpu("cpu/shards/cap=64MiB/one-byte-arena", CLAIM, |_| expect_plan(1, 64 * MIB, 1, GRANULARITY)),
-        Case::cpu("cpu/shards/cap-zero-refused", CLAIM, |_| {
+        Case::new("cpu/shards/cap=64MiB/one-byte-arena", CLAIM, |_| expect_plan(1, 64 * MIB, 1, GRANULARITY)),
+        Case::new("cpu/shards/cap-zero-refused", CLAIM, |_| {
             cap_refused(0, GRANULARITY, |e| *e == ShardPlanError::CapZero)
         }),
-        Case::cpu("cpu/shards/cap-below-granularity-refused", CLAIM, |_| {
+        Case::new("cpu/shards/cap-below-granularity-refused", CLAIM, |_| {
             cap_refused(MIB, GRANULARITY, |e| matches!(e, ShardPlanError::CapBelowGranularity { .. }))
         }),
-        Case::cpu("cpu/shards/cap-not-multiple-refused", CLAIM, |_| {
+        Case::new("cpu/shards/cap-not-multiple-refused", CLAIM, |_| {
             cap_refused(3 * MIB, GRANULARITY, |e| matches!(e, ShardPlanError::CapNotMultiple { .. }))
         }),
-        Case::cpu("cpu/shards/granularity-not-power-of-two-refused", CLAIM, |_| {
+        Case::new("cpu/shards/granularity-not-power-of-two-refused", CLAIM, |_| {
             cap_refused(64 * MIB, 3 * MIB, |e| matches!(e, ShardPlanError::Granularity { .. }))
         }),
-        Case::cpu("cpu/shards/empty-arena-refused", CLAIM, |_| {
+        Case::new("cpu/shards/empty-arena-refused", CLAIM, |_| {
             let cap = accepted(ShardCap::new(64 * MIB, GRANULARITY), "checking the cap")?;
             refused(plan(0, cap), |e| *e == ShardPlanError::EmptyArena).map(drop)
         }),

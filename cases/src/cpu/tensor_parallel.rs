@@ -30,21 +30,21 @@ fn mismatch(alter: fn(&mut Manifest), what: &'static str) -> impl Fn(&mut crate:
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::cpu("cpu/tensor-parallel/consistent-ranks-accepted", CLAIM, |_| {
+        Case::new("cpu/tensor-parallel/consistent-ranks-accepted", CLAIM, |_| {
             let (rank0, rank1) = two_ranks();
             accepted(check(&[&rank1, &rank0]), "checking two consistent ranks")
         }),
-        Case::cpu(
+        Case::new(
             "cpu/tensor-parallel/flags-mismatch-refused",
             CLAIM,
             mismatch(|m| m.templates[0].flags.explicit = Some(9), "flags"),
         ),
-        Case::cpu(
+        Case::new(
             "cpu/tensor-parallel/layout-mismatch-refused",
             CLAIM,
             mismatch(|m| m.modules[0].functions[0].params[3].size = 8, "parameter layouts"),
         ),
-        Case::cpu(
+        Case::new(
             "cpu/tensor-parallel/template-shape-mismatch-refused",
             CLAIM,
             mismatch(
@@ -52,21 +52,21 @@ pub fn cases() -> Vec<Case> {
                 "nodes",
             ),
         ),
-        Case::cpu(
+        Case::new(
             "cpu/tensor-parallel/buffer-mismatch-refused",
             CLAIM,
             mismatch(|m| m.buffers[2].size /= 2, "buffer layout"),
         ),
-        Case::cpu("cpu/tensor-parallel/missing-rank-refused", CLAIM, |_| {
+        Case::new("cpu/tensor-parallel/missing-rank-refused", CLAIM, |_| {
             let (rank0, mut rank1) = two_ranks();
             rank1.context.tp_rank = 2;
             refused(check(&[&rank0, &rank1]), |e| *e == E::MissingRank { rank: 1 }).map(drop)
         }),
-        Case::cpu("cpu/tensor-parallel/duplicate-rank-refused", CLAIM, |_| {
+        Case::new("cpu/tensor-parallel/duplicate-rank-refused", CLAIM, |_| {
             let (rank0, _) = two_ranks();
             refused(check(&[&rank0, &rank0]), |e| *e == E::DuplicateRank { rank: 0 }).map(drop)
         }),
-        Case::cpu("cpu/tensor-parallel/world-size-refused", CLAIM, |_| {
+        Case::new("cpu/tensor-parallel/world-size-refused", CLAIM, |_| {
             let (rank0, _) = two_ranks();
             refused(check(&[&rank0]), |e| matches!(e, E::WorldSize { found: 2, expected: 1, .. })).map(drop)
         }),

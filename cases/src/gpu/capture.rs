@@ -10,11 +10,11 @@ use gnomon_core::{
 };
 use gnomon_fixtures::{capture::fork_join, kernels::ELEMENTWISE};
 
-use super::{gpu_case, Gpu};
+use super::Gpu;
 use crate::{accepted, ensure, Case, Verdict};
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_case("gpu/capture/fork-join-order", "capture-order", |ctx| {
+    vec![Case::gpu("gpu/capture/fork-join-order", "capture-order", |ctx| {
         let gpu = Gpu::open()?;
         let module = gpu.module(ELEMENTWISE)?;
         let mark = gpu.function(&module, "mark")?;

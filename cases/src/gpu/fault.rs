@@ -4,11 +4,11 @@
 use gnomon_core::params::ParamBlob;
 use gnomon_fixtures::kernels::FAULT;
 
-use super::{gpu_case, Gpu};
+use super::Gpu;
 use crate::{Case, Verdict};
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_case("gpu/fault/illegal-address", "fault-isolation", |_| {
+    vec![Case::gpu("gpu/fault/illegal-address", "fault-isolation", |_| {
         let gpu = Gpu::open()?;
         let module = gpu.module(FAULT)?;
         let fault = gpu.function(&module, "fault")?;

@@ -7,7 +7,7 @@ use gnomon_core::{
     flags::{resolve, ReportsFlags},
 };
 
-use super::{gpu_case, Chain, Gpu};
+use super::{Chain, Gpu};
 use crate::{accepted, ensure, refused, Case};
 
 const CLAIM: &str = "flags-fidelity";
@@ -15,7 +15,7 @@ const CLAIM: &str = "flags-fidelity";
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for value in [0u64, 1, 8, 9] {
-        cases.push(gpu_case(&format!("gpu/flags/value={value}/launch"), CLAIM, move |ctx| {
+        cases.push(Case::gpu(&format!("gpu/flags/value={value}/launch"), CLAIM, move |ctx| {
             let gpu = Gpu::open()?;
             let chain = Chain::new(&gpu)?;
             let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
@@ -24,7 +24,7 @@ pub fn cases() -> Vec<Case> {
             ctx.metric("instantiated-flags", value as f64, "1");
             chain.check()
         }));
-        cases.push(gpu_case(&format!("gpu/flags/value={value}/read-back"), CLAIM, move |ctx| {
+        cases.push(Case::gpu(&format!("gpu/flags/value={value}/read-back"), CLAIM, move |ctx| {
             let gpu = Gpu::open()?;
             let chain = Chain::new(&gpu)?;
             let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;
@@ -48,7 +48,7 @@ pub fn cases() -> Vec<Case> {
     }
     for value in [0u64, 1, 8, 9] {
         // Fails where the driver drops a bit; cases/expectations.toml says where that is known.
-        cases.push(gpu_case(
+        cases.push(Case::gpu(
             &format!("gpu/flags/value={value}/driver-reports-exact"),
             "driver-reports-flags",
             move |ctx| {
@@ -67,7 +67,7 @@ pub fn cases() -> Vec<Case> {
         ));
     }
     for value in [2u64, 4, 16, 1 << 40] {
-        cases.push(gpu_case(&format!("gpu/flags/value={value}/refused"), CLAIM, move |_| {
+        cases.push(Case::gpu(&format!("gpu/flags/value={value}/refused"), CLAIM, move |_| {
             let gpu = Gpu::open()?;
             let chain = Chain::new(&gpu)?;
             let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "retained capture")?;

@@ -12,7 +12,7 @@ use gnomon_fixtures::{
     reference::{from_bytes, gemm, max_abs_diff, pattern, to_bytes},
 };
 
-use super::{gpu_case, Gpu};
+use super::Gpu;
 use crate::{accepted, ensure, Case, Ctx, Verdict};
 
 const CLAIM: &str = "param-layout";
@@ -124,7 +124,7 @@ fn gemm_b() -> Vec<f32> {
 pub fn cases() -> Vec<Case> {
     fixtures()
         .into_iter()
-        .map(|(slug, fixture)| gpu_case(&format!("gpu/param-layout/{slug}"), CLAIM, move |ctx| run(&fixture, ctx)))
+        .map(|(slug, fixture)| Case::gpu(&format!("gpu/param-layout/{slug}"), CLAIM, move |ctx| run(&fixture, ctx)))
         .collect()
 }
 

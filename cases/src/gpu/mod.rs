@@ -17,7 +17,7 @@ use gnomon_fixtures::{
     reference::{elementwise_chain, from_bytes, max_abs_diff, pattern, to_bytes},
 };
 
-use crate::{accepted, ensure, Case, Ctx, Requirement, Verdict};
+use crate::{accepted, ensure, Case, Verdict};
 
 pub fn cases(include_faults: bool) -> Vec<Case> {
     let mut cases =
@@ -26,15 +26,6 @@ pub fn cases(include_faults: bool) -> Vec<Case> {
         cases.extend(fault::cases());
     }
     cases
-}
-
-/// A case that needs one GPU and its own process.
-fn gpu_case(
-    id: &str,
-    claim: &'static str,
-    body: impl Fn(&mut Ctx) -> Result<(), Verdict> + Send + Sync + 'static,
-) -> Case {
-    Case::cpu(id, claim, body).requiring(Requirement::Gpus(1)).isolated()
 }
 
 /// A device with a stream; a device that cannot be opened blocks the case.

@@ -3,7 +3,7 @@
 
 use gnomon_core::cuda::{live_executables, RetainedGraph};
 
-use super::{gpu_case, Chain, Gpu};
+use super::{Chain, Gpu};
 use crate::{accepted, ensure, Case, Verdict};
 
 const GRAPHS: usize = 64;
@@ -12,7 +12,7 @@ const CHAINS_PER_GRAPH: usize = 67;
 const MIB: f64 = (1 << 20) as f64;
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_case("gpu/retained-capture/no-executable-residency", "retained-capture", |ctx| {
+    vec![Case::gpu("gpu/retained-capture/no-executable-residency", "retained-capture", |ctx| {
         let gpu = Gpu::open()?;
         let chain = Chain::new(&gpu)?;
         let free = || {

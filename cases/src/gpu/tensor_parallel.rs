@@ -7,7 +7,7 @@ use super::{Chain, Gpu};
 use crate::{accepted, ensure, Case, Requirement, Verdict};
 
 pub fn cases() -> Vec<Case> {
-    vec![super::gpu_case("gpu/tensor-parallel/per-device-capture", "tensor-parallel-readiness", |ctx| {
+    vec![Case::gpu("gpu/tensor-parallel/per-device-capture", "tensor-parallel-readiness", |ctx| {
         let count = gnomon_core::cuda::preflight().map_err(Verdict::Blocked)?.devices.len();
         let shapes: Vec<Vec<String>> = (0..count as u32).map(shape_on).collect::<Result<_, _>>()?;
         ctx.metric("devices", count as f64, "1");

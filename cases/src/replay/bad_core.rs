@@ -13,12 +13,12 @@ use gnomon_core::{
 use gnomon_fixtures::workloads::by_name;
 
 use super::pipeline::{export, Handover, ARENA_BASE};
-use crate::{ensure, refused, Case, Requirement, Verdict};
+use crate::{ensure, refused, Case, Verdict};
 
 const CLAIM: &str = "bad-core-refused";
 
 fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
-    Case::cpu(&format!("replay/bad-core/{slug}"), CLAIM, move |_| {
+    Case::gpu(&format!("replay/bad-core/{slug}"), CLAIM, move |_| {
         let tmp = tempfile::tempdir().map_err(|e| Verdict::Blocked(e.to_string()))?;
         let dir = tmp.path().join("core");
         let workload = by_name("elementwise").expect("the elementwise workload exists");
@@ -26,8 +26,6 @@ fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
         body(&dir)?;
         ensure(live_executables() == 0, || format!("{} executables exist after the refusal", live_executables()))
     })
-    .requiring(Requirement::Gpus(1))
-    .isolated()
 }
 
 pub fn cases() -> Vec<Case> {

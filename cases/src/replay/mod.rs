@@ -15,7 +15,7 @@ use gnomon_fixtures::workloads::{all, Workload};
 pub use native::{export_command, replay_command, StepOutcome};
 use pipeline::{export, Handover};
 
-use crate::{Case, Ctx, Requirement, Verdict};
+use crate::{Case, Ctx, Verdict};
 
 const CLAIM: &str = "native-replay";
 const CAPS: [(&str, u64); 2] = [("64GiB", 64 * GIB), ("64MiB", 64 * MIB)];
@@ -26,16 +26,11 @@ pub fn cases() -> Vec<Case> {
         for (cap_name, cap) in CAPS {
             for (handover_name, handover) in [("exit", Handover::Exit), ("direct", Handover::Direct)] {
                 let id = format!("replay/{}/cap={cap_name}/handover={handover_name}", w.name());
-                let case = Case::cpu(&id, CLAIM, move |ctx| match handover {
+                let case = Case::gpu(&id, CLAIM, move |ctx| match handover {
                     Handover::Exit => exit_handover(w, cap, ctx),
                     Handover::Direct => direct_handover(w, cap, ctx),
                 });
-                cases.push(
-                    case.requiring(Requirement::Gpus(1))
-                        .isolated()
-                        .with_parameter("cap", cap_name)
-                        .with_parameter("handover", handover_name),
-                );
+                cases.push(case.with_parameter("cap", cap_name).with_parameter("handover", handover_name));
             }
         }
     }

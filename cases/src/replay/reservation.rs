@@ -2,13 +2,13 @@
 
 use gnomon_core::{cuda::ArenaMapping, shards::MIB};
 
-use crate::{Case, Requirement, Verdict};
+use crate::{Case, Verdict};
 
 /// Well away from the replay arena.
 const PROBE_BASE: u64 = 0x400_0000_0000;
 
 pub fn cases() -> Vec<Case> {
-    vec![Case::cpu("gpu/reservation/smallest-honoured", "fixed-address", |ctx| {
+    vec![Case::gpu("gpu/reservation/smallest-honoured", "fixed-address", |ctx| {
         let _device = gnomon_core::cuda::Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
         let sizes = (1..=10).map(|k| MIB << k); // 2 MiB … 1 GiB
         let mut smallest = None;
@@ -23,7 +23,5 @@ pub fn cases() -> Vec<Case> {
             smallest.ok_or_else(|| Verdict::Failed("no reservation up to 1 GiB was placed where asked".into()))?;
         ctx.metric("smallest-honoured-reservation", (smallest / MIB) as f64, "MiB");
         Ok(())
-    })
-    .requiring(Requirement::Gpus(1))
-    .isolated()]
+    })]
 }
