@@ -27,15 +27,27 @@ impl Verdict {
     }
 }
 
+/// Measured values by name.
+pub type Metrics = BTreeMap<String, Metric>;
+
+/// One entry of [`Metrics`].
+pub fn measured(name: &str, value: f64, unit: &str) -> (String, Metric) {
+    (name.to_owned(), Metric::new(value, unit))
+}
+
 /// What a case body may record while it runs.
 #[derive(Debug, Default)]
 pub struct Ctx {
-    metrics: BTreeMap<String, Metric>,
+    metrics: Metrics,
 }
 
 impl Ctx {
     pub fn metric(&mut self, name: &str, value: f64, unit: &str) {
-        self.metrics.insert(name.into(), Metric::new(value, unit));
+        self.metrics.extend([measured(name, value, unit)]);
+    }
+
+    pub fn metrics(&mut self, more: Metrics) {
+        self.metrics.extend(more);
     }
 }
 

@@ -14,7 +14,7 @@ mod gpu;
 pub mod mock;
 pub mod replay;
 
-pub use case::{Case, CaseBody, Ctx, Facilities, Isolation, Requirement, Verdict};
+pub use case::{measured, Case, CaseBody, Ctx, Facilities, Isolation, Metrics, Requirement, Verdict};
 pub use check::*;
 
 /// What to include beyond the normal catalogue.

@@ -7,15 +7,15 @@ mod native;
 mod pipeline;
 mod reservation;
 
-use std::{path::Path, process::Command, time::Instant};
+use std::{path::Path, process::Command};
 
-use gnomon_core::{format::Core, replay::Executables, shards::GIB, shards::MIB};
+use gnomon_core::{replay::Executables, shards::GIB, shards::MIB};
 use gnomon_fixtures::workloads::{all, Workload};
 
 pub use native::{export_command, replay_command, StepOutcome};
 use pipeline::{export, Handover};
 
-use crate::{Case, Ctx, Verdict};
+use crate::{Case, Ctx, Metrics, Verdict};
 
 const CLAIM: &str = "native-replay";
 const CAPS: [(&str, u64); 2] = [("64GiB", 64 * GIB), ("64MiB", 64 * MIB)];
@@ -39,12 +39,6 @@ pub fn cases() -> Vec<Case> {
     cases
 }
 
-fn record(ctx: &mut Ctx, metrics: Vec<(String, f64, String)>) {
-    for (name, value, unit) in metrics {
-        ctx.metric(&name, value, &unit);
-    }
-}
-
 fn scratch() -> Result<tempfile::TempDir, Verdict> {
     tempfile::tempdir().map_err(|e| Verdict::Blocked(format!("no scratch directory: {e}")))
 }
@@ -54,7 +48,7 @@ fn scratch() -> Result<tempfile::TempDir, Verdict> {
 fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
     let tmp = scratch()?;
     let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
-    let mut metrics = Vec::new();
+    let mut metrics = Metrics::new();
     let export_args = ["__export", w.name(), "--cap", &cap.to_string(), "--dir"].map(String::from);
     let outcome = helper(&export_args, &written, &tmp.path().join("export.json"));
     outcome.into_result(&mut metrics)?;
@@ -62,7 +56,7 @@ fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdic
     std::fs::rename(&written, &moved).map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
     let replayed = helper(&["replay".to_owned()], &moved, &tmp.path().join("replay.json"));
     let result = replayed.into_result(&mut metrics);
-    record(ctx, metrics);
+    ctx.metrics(metrics);
     result
 }
 
@@ -83,12 +77,10 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     let tmp = scratch()?;
     let dir = tmp.path().join("core");
     let exported = export(w, cap, &dir, Handover::Direct)?;
-    let started = Instant::now();
-    let core = Core::open(&dir).map_err(|e| Verdict::Failed(format!("the exported core is refused: {e}")))?;
-    let mut metrics: Vec<_> = exported.metrics.iter().map(|(k, v, u)| (k.to_string(), *v, u.to_string())).collect();
-    metrics.push(("restore-read-s".into(), started.elapsed().as_secs_f64(), "s".into()));
-    let result = native::replay_and_check(&core, &exported.session.ctx, Executables::Handed(exported.handed));
-    let replayed = result.map(|m| metrics.extend(m));
-    record(ctx, metrics);
-    replayed
+    ctx.metrics(exported.metrics);
+    let (core, read) = native::open_timed(&dir)?;
+    ctx.metrics(read);
+    let replayed = native::replay_and_check(&core, &exported.session.ctx, Executables::Handed(exported.handed))?;
+    ctx.metrics(replayed);
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! exported expectations and within tolerance against the CPU reference the core names.
 //! Also the bodies of `gnomon replay` and the hidden `gnomon __export`.
 
-use std::{collections::BTreeMap, path::Path, time::Instant};
+use std::{path::Path, time::Instant};
 
 use gnomon_core::{
     cuda::{Context, CudaError},
@@ -15,11 +15,11 @@ use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},
     workloads::{by_name, Contents},
 };
-use gnomon_reports::{exit_codes, Metric, Status};
+use gnomon_reports::{exit_codes, Status};
 use serde::{Deserialize, Serialize};
 
 use super::pipeline::{export, Handover};
-use crate::Verdict;
+use crate::{measured, Metrics, Verdict};
 
 /// What a helper process (export or replay) reports to the case that started it.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -27,16 +27,16 @@ use crate::Verdict;
 pub struct StepOutcome {
     pub status: Option<Status>,
     pub reason: Option<String>,
-    pub metrics: BTreeMap<String, Metric>,
+    pub metrics: Metrics,
 }
 
 impl StepOutcome {
-    fn new(result: Result<Vec<(String, f64, String)>, Verdict>) -> Self {
+    fn new(result: Result<Metrics, Verdict>) -> Self {
         let mut outcome = Self::default();
         match result {
             Ok(metrics) => {
                 outcome.status = Some(Status::Passed);
-                outcome.metrics = metrics.into_iter().map(|(k, v, u)| (k, Metric::new(v, &u))).collect();
+                outcome.metrics = metrics;
             }
             Err(verdict) => {
                 let (status, reason) = verdict.into_status();
@@ -47,8 +47,8 @@ impl StepOutcome {
     }
 
     /// Back into a verdict, keeping the metrics in `into`.
-    pub fn into_result(self, into: &mut Vec<(String, f64, String)>) -> Result<(), Verdict> {
-        into.extend(self.metrics.into_iter().map(|(k, m)| (k, m.value, m.unit)));
+    pub fn into_result(self, into: &mut Metrics) -> Result<(), Verdict> {
+        into.extend(self.metrics);
         match self.status {
             Some(Status::Passed) => Ok(()),
             Some(Status::Blocked) => Err(Verdict::Blocked(self.reason.unwrap_or_default())),
@@ -66,25 +66,21 @@ impl StepOutcome {
 }
 
 /// Replays a core that was validated by `Core::open` and judges its outputs.
-pub fn replay_and_check(
-    core: &Core,
-    ctx: &Context,
-    executables: Executables,
-) -> Result<Vec<(String, f64, String)>, Verdict> {
+pub fn replay_and_check(core: &Core, ctx: &Context, executables: Executables) -> Result<Metrics, Verdict> {
     let report = replay(core, ctx, executables).map_err(|e| match e {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
     })?;
     let mut metrics = stage_metrics(&report);
-    metrics.push(("reference-max-scaled-diff".into(), check(core, &report)? as f64, "1".into()));
+    metrics.extend([measured("reference-max-scaled-diff", check(core, &report)? as f64, "1")]);
     Ok(metrics)
 }
 
-fn stage_metrics(report: &ReplayReport) -> Vec<(String, f64, String)> {
+fn stage_metrics(report: &ReplayReport) -> Metrics {
     let restore: f64 = report.stages.iter().filter(|(name, _)| *name != "first-launch").map(|(_, s)| s).sum();
-    let mut metrics: Vec<_> =
-        report.stages.iter().map(|(name, s)| (format!("restore-{name}-s"), *s, "s".into())).collect();
-    metrics.push(("restore-total-s".into(), restore, "s".into()));
+    let mut metrics: Metrics =
+        report.stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
+    metrics.extend([measured("restore-total-s", restore, "s")]);
     metrics
 }
 
@@ -141,22 +137,25 @@ pub fn replay_command(dir: &Path, result: Option<&Path>) -> i32 {
     finish(outcome, result, &format!("replay {}", dir.display()))
 }
 
-fn open_and_replay(dir: &Path) -> Result<Vec<(String, f64, String)>, Verdict> {
-    let started = Instant::now();
-    let core = Core::open(dir).map_err(|e| Verdict::Failed(format!("core refused: {e}")))?;
-    let read_s = started.elapsed().as_secs_f64();
+fn open_and_replay(dir: &Path) -> Result<Metrics, Verdict> {
+    let (core, mut metrics) = open_timed(dir)?;
     let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
-    let mut metrics = vec![("restore-read-s".to_owned(), read_s, "s".to_owned())];
     metrics.extend(replay_and_check(&core, &ctx, Executables::Rebuild)?);
     Ok(metrics)
+}
+
+/// Opens (reads and validates) a core; the time it took is the `restore-read-s` stage.
+pub fn open_timed(dir: &Path) -> Result<(Core, Metrics), Verdict> {
+    let started = Instant::now();
+    let core = Core::open(dir).map_err(|e| Verdict::Failed(format!("core refused: {e}")))?;
+    Ok((core, Metrics::from([measured("restore-read-s", started.elapsed().as_secs_f64(), "s")])))
 }
 
 /// `gnomon __export WORKLOAD --cap BYTES --dir DIR`: the exporting process of the
 /// process-exit handover. It writes the core and exits.
 pub fn export_command(workload: &str, cap: u64, dir: &Path, result: Option<&Path>) -> i32 {
     let exported = match by_name(workload) {
-        Some(w) => export(w, cap, dir, Handover::Exit)
-            .map(|e| e.metrics.into_iter().map(|(k, v, u)| (k.to_owned(), v, u.to_owned())).collect()),
+        Some(w) => export(w, cap, dir, Handover::Exit).map(|e| e.metrics),
         None => Err(Verdict::Failed(format!("no workload `{workload}`"))),
     };
     finish(StepOutcome::new(exported), result, &format!("export `{workload}` at cap {} MiB", cap / MIB))

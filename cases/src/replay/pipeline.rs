@@ -16,7 +16,7 @@ use gnomon_fixtures::{
     workloads::{Contents, IssueEnv, Workload},
 };
 
-use crate::Verdict;
+use crate::{measured, Metrics, Verdict};
 
 /// Where every replay core's arena lives: in the range where the driver honours
 /// reservations of 64 MiB and more.
@@ -59,7 +59,7 @@ pub struct Exported {
     pub session: Session,
     /// For a direct handover: one executable per template, in template order.
     pub handed: Vec<GraphExec>,
-    pub metrics: Vec<(&'static str, f64, &'static str)>,
+    pub metrics: Metrics,
 }
 
 fn blocked(what: &str) -> impl Fn(CudaError) -> Verdict + '_ {
@@ -119,15 +119,15 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
     let recapture_s = recapture(w, &session)?;
     let nodes: usize = manifest.templates.iter().map(|t| t.nodes.len()).sum();
-    let metrics = vec![
-        ("export-s", export_s, "s"),
-        ("export-peak-device-memory", free_at_start.saturating_sub(lowest_free) as f64 / MIB as f64, "MiB"),
-        ("graphs", manifest.templates.len() as f64, "1"),
-        ("nodes", nodes as f64, "1"),
-        ("shards", manifest.shards.len() as f64, "1"),
-        ("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
-        ("recapture-and-instantiate-s", recapture_s, "s"),
-    ];
+    let metrics = Metrics::from([
+        measured("export-s", export_s, "s"),
+        measured("export-peak-device-memory", free_at_start.saturating_sub(lowest_free) as f64 / MIB as f64, "MiB"),
+        measured("graphs", manifest.templates.len() as f64, "1"),
+        measured("nodes", nodes as f64, "1"),
+        measured("shards", manifest.shards.len() as f64, "1"),
+        measured("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
+        measured("recapture-and-instantiate-s", recapture_s, "s"),
+    ]);
     Ok(Exported { session, handed, metrics })
 }
 
