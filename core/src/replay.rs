@@ -36,6 +36,23 @@ impl OutputCheck {
 pub struct ReplayReport {
     pub stages: StageTimes,
     pub outputs: Vec<OutputCheck>,
+    /// The shards as read for upload: `(offset in the arena, bytes)`, in order.
+    initial: Vec<(u64, Vec<u8>)>,
+}
+
+impl ReplayReport {
+    /// `len` bytes of the arena's initial contents at `offset`, as the shards held them.
+    pub fn initial_bytes(&self, offset: u64, len: u64) -> Vec<u8> {
+        let end = offset + len;
+        let mut out = Vec::with_capacity(len as usize);
+        for (start, bytes) in &self.initial {
+            let stop = start + bytes.len() as u64;
+            if *start < end && offset < stop {
+                out.extend_from_slice(&bytes[(offset.max(*start) - start) as usize..(end.min(stop) - start) as usize]);
+            }
+        }
+        out
+    }
 }
 
 /// How replay gets its executables.
@@ -63,7 +80,7 @@ pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<Re
     let mapping = if handed { None } else { Some(map_arena(m, ctx)?) };
     timed("reserve-and-map", started);
     let started = Instant::now();
-    let arena = Arena { _mapping: mapping, initial: read_shards(core)? };
+    let mut arena = Arena { _mapping: mapping, initial: read_shards(core)? };
     restore(ctx, &arena)?;
     timed("upload", started);
     let plan = match executables {
@@ -86,17 +103,16 @@ pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<Re
     let stream = ctx.stream()?;
     let (outputs, first_launch) = launch_all(ctx, m, &arena, &plan, &stream)?;
     stages.push(("first-launch", first_launch));
-    Ok(ReplayReport { stages, outputs })
+    let base = m.arena.base;
+    let initial =
+        std::mem::take(&mut arena.initial).into_iter().map(|(address, bytes)| (address - base, bytes)).collect();
+    Ok(ReplayReport { stages, outputs, initial })
 }
 
 fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
-    let device_sm = ctx.info().sm;
-    if m.context.sm != device_sm {
-        return Err(ReplayError::ContextMismatch {
-            what: "SM",
-            core: format!("sm_{}", m.context.sm),
-            device: format!("sm_{device_sm}"),
-        });
+    if m.context.sm != ctx.info().sm {
+        let (core, device) = (format!("sm_{}", m.context.sm), ctx.info().arch());
+        return Err(ReplayError::ContextMismatch { what: "SM", core, device });
     }
     let driver = crate::cuda::driver_version()?;
     if driver < m.context.driver_version {

@@ -25,12 +25,7 @@ pub fn collect() -> Environment {
             env.gpus = p
                 .devices
                 .into_iter()
-                .map(|d| Gpu {
-                    index: d.ordinal,
-                    name: d.name,
-                    arch: format!("sm_{}", d.sm),
-                    memory_bytes: d.total_memory,
-                })
+                .map(|d| Gpu { arch: d.arch(), index: d.ordinal, name: d.name, memory_bytes: d.total_memory })
                 .collect();
         }
         Err(reason) => env.gpu_unavailable = Some(reason),

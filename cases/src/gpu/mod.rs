@@ -9,7 +9,7 @@ mod residency;
 mod tensor_parallel;
 
 use gnomon_core::{
-    cuda::{compile_ptx, Context, CudaError, DeviceBuffer, Function, Module, Stream},
+    cuda::{Context, CudaError, DeviceBuffer, Function, Module, Stream},
     params::ParamBlob,
 };
 use gnomon_fixtures::{
@@ -49,10 +49,8 @@ impl Gpu {
     /// Compiles a fixture for this device's arch; a fixture that does not compile blocks
     /// the case (the subject never ran).
     fn module(&self, kernels: KernelSource) -> Result<Module, Verdict> {
-        let arch = format!("sm_{}", self.ctx.info().sm);
-        let ptx = compile_ptx(kernels.name, kernels.source, &arch).map_err(|e| Verdict::Blocked(e.to_string()))?;
-        Module::load(&self.ctx, ptx.as_bytes())
-            .map_err(|e| Verdict::Blocked(format!("load fixture `{}`: {e}", kernels.name)))
+        let compiled = Module::compile(&self.ctx, kernels.name, kernels.source);
+        compiled.map(|(module, _)| module).map_err(|e| Verdict::Blocked(format!("fixture `{}`: {e}", kernels.name)))
     }
 
     fn function(&self, module: &Module, name: &str) -> Result<Function, Verdict> {

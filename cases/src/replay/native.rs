@@ -93,10 +93,9 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
             bad.template, bad.buffer, bad.actual_sha256, bad.expected_sha256
         )));
     }
-    let initial = arena_bytes(core)?;
     let contents = |name: &str| {
         let b = m.buffers.iter().find(|b| b.name == name).expect("reference reads a known buffer");
-        initial[b.offset as usize..(b.offset + b.size) as usize].to_vec()
+        report.initial_bytes(b.offset, b.size)
     };
     let mut worst = 0.0f32;
     for e in &m.expectations {
@@ -117,17 +116,6 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
         }
     }
     Ok(worst)
-}
-
-fn arena_bytes(core: &Core) -> Result<Vec<u8>, Verdict> {
-    let mut bytes = Vec::new();
-    for s in &core.manifest().shards {
-        bytes.extend(
-            std::fs::read(core.path_of(&s.file))
-                .map_err(|e| Verdict::Failed(format!("read shard {}: {e}", s.index)))?,
-        );
-    }
-    Ok(bytes)
 }
 
 /// `gnomon replay CORE_DIR`: validate, replay on device 0, judge; the outcome goes to

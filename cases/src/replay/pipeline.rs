@@ -5,7 +5,7 @@
 use std::{collections::HashMap, path::Path, time::Instant};
 
 use gnomon_core::{
-    cuda::{compile_ptx, ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
+    cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
     export::{Exporter, ModuleImage},
     flags::resolve,
     format::{hash_hex, Arena, Buffer, Context as CoreContext, Expectation, OutputDigest, Producer, RecordedFlags},
@@ -13,7 +13,7 @@ use gnomon_core::{
 };
 use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},
-    workloads::{Contents, IssueEnv, Workload},
+    workloads::{BufferInit, Contents, IssueEnv, Workload},
 };
 
 use crate::{measured, Metrics, Verdict};
@@ -74,8 +74,9 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     let started = Instant::now();
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let free_at_start = free(&ctx)?;
-    let (buffers, arena) = layout(w, cap, &ctx)?;
-    let session = open_session(w, &ctx, &buffers, &arena)?;
+    let inits = w.buffers();
+    let (buffers, arena) = layout(&inits, cap, &ctx)?;
+    let session = open_session(w, &ctx, &inits, &buffers, &arena)?;
     let mut lowest_free = free(&ctx)?;
     let templates: Vec<(String, u64, RetainedGraph)> = w
         .templates()
@@ -136,11 +137,10 @@ fn free(ctx: &Context) -> Result<u64, Verdict> {
 }
 
 /// Places buffers one after another, aligned, and sizes the arena.
-fn layout(w: &dyn Workload, cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Arena), Verdict> {
+fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Arena), Verdict> {
     let mut offset = 0;
-    let buffers: Vec<Buffer> = w
-        .buffers()
-        .into_iter()
+    let buffers: Vec<Buffer> = inits
+        .iter()
         .map(|b| {
             let buffer = Buffer { name: b.name.into(), offset, size: b.bytes.len() as u64, role: b.role };
             offset = (offset + buffer.size).next_multiple_of(BUFFER_ALIGN);
@@ -154,7 +154,13 @@ fn layout(w: &dyn Workload, cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Are
 
 /// Maps the arena shard by shard at its fixed addresses, uploads the initial buffers,
 /// compiles the kernels and makes the streams and events the workload issues on.
-fn open_session(w: &dyn Workload, ctx: &Context, buffers: &[Buffer], arena: &Arena) -> Result<Session, Verdict> {
+fn open_session(
+    w: &dyn Workload,
+    ctx: &Context,
+    inits: &[BufferInit],
+    buffers: &[Buffer],
+    arena: &Arena,
+) -> Result<Session, Verdict> {
     let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let shards: Vec<(u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size)).collect();
@@ -165,15 +171,13 @@ fn open_session(w: &dyn Workload, ctx: &Context, buffers: &[Buffer], arena: &Are
         other => Verdict::Blocked(format!("map the arena: {other}")),
     })?;
     let addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
-    for (init, b) in w.buffers().iter().zip(buffers) {
+    for (init, b) in inits.iter().zip(buffers) {
         // SAFETY: the buffer lies inside the arena just mapped.
         unsafe { ctx.write(arena.base + b.offset, &init.bytes) }.map_err(blocked("upload initial buffers"))?;
     }
     let (mut modules, mut functions, mut sources) = (Vec::new(), HashMap::new(), Vec::new());
-    let arch = format!("sm_{}", ctx.info().sm);
     for k in w.kernels() {
-        let ptx = compile_ptx(k.name, k.source, &arch).map_err(|e| Verdict::Blocked(e.to_string()))?;
-        let module = Module::load(ctx, ptx.as_bytes()).map_err(blocked("load fixture module"))?;
+        let (module, ptx) = Module::compile(ctx, k.name, k.source).map_err(|e| Verdict::Blocked(e.to_string()))?;
         for f in k.functions {
             functions.insert(f.to_string(), module.function(f).map_err(blocked("fixture function"))?);
         }

@@ -46,6 +46,13 @@ pub struct DeviceInfo {
     pub total_memory: u64,
 }
 
+impl DeviceInfo {
+    /// `sm_90` and the like: NVRTC's `--gpu-architecture` and the report's arch.
+    pub fn arch(&self) -> String {
+        format!("sm_{}", self.sm)
+    }
+}
+
 /// The driver's and NVRTC's versions and the devices present.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preflight {

@@ -77,6 +77,13 @@ impl Module {
         Ok(Self(Rc::new(ModuleInner { _ctx: ctx.clone(), raw })))
     }
 
+    /// Compiles CUDA C with NVRTC for this context's device and loads it; returns the PTX
+    /// too, for exporters that carry it.
+    pub fn compile(ctx: &Context, name: &str, source: &str) -> Result<(Self, String)> {
+        let ptx = compile_ptx(name, source, &ctx.info().arch())?;
+        Ok((Self::load(ctx, ptx.as_bytes())?, ptx))
+    }
+
     pub fn function(&self, name: &str) -> Result<Function> {
         let c_name =
             CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
