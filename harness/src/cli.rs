@@ -11,7 +11,11 @@ use gnomon_reports::Partition;
 use crate::runner::RunConfig;
 
 #[derive(Debug, Parser)]
-#[command(name = "gnomon", version, about = "Qualifies exported CUDA-graph cores")]
+#[command(
+    name = "gnomon",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("GNOMON_COMMIT"), ")"),
+    about = "Qualifies exported CUDA-graph cores: validation, GPU cases and fixed-address native replay"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -20,6 +24,28 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the case catalogue: CPU cases always, GPU cases where a GPU is present.
+    #[command(
+        long_about = "Run the case catalogue: CPU cases always, GPU and replay cases where a CUDA GPU is \
+                      present (skipped with the reason otherwise). Writes report.json, report.md and \
+                      junit.xml, and exits non-zero when a case fails.",
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\n{all-args}{after-help}",
+        after_help = "Exit codes: 0 every selected case passed, was skipped, blocked or failed as expected; \
+                      101 a case failed, crashed, timed out or passed unexpectedly; 2 bad usage; \
+                      3 --require-arch not met.",
+        mut_arg("include_ignored", |a| a.help("Also run cases whose requirements are absent (each records skipped)")),
+        mut_arg("ignored", |a| a.help("Run only cases whose requirements are absent (each records skipped)")),
+        mut_arg("list", |a| a.help("List the selected case ids and exit")),
+        mut_arg("exact", |a| a.help("Match FILTER against whole case ids")),
+        mut_arg("skip", |a| a.help("Leave out cases whose id contains FILTER (repeatable)")),
+        mut_arg("filter", |a| a.help("Run only cases whose id contains FILTER (for example gpu/flags/)")),
+        mut_arg("test_threads", |a| a.help("Threads for in-process cases; isolated GPU cases always run one at a time")),
+        mut_arg("test", |a| a.hide(true)),
+        mut_arg("bench", |a| a.hide(true)),
+        mut_arg("nocapture", |a| a.hide(true)),
+        mut_arg("show_output", |a| a.hide(true)),
+        mut_arg("unstable_flags", |a| a.hide(true)),
+        mut_arg("logfile", |a| a.hide(true)),
+    )]
     Run(RunArgs),
     /// Compare two reports: status transitions, metric changes, environment differences.
     Compare(CompareArgs),
@@ -63,8 +89,8 @@ pub struct RunArgs {
     /// Include the runner's self-test cases under mock/.
     #[arg(long, hide = true)]
     pub include_mock: bool,
-    /// Include gpu/fault/ cases, whose kernels fault on purpose.
-    #[arg(long, hide = true)]
+    /// Also run gpu/fault/ cases, whose kernels fault on purpose (proves isolation on a GPU).
+    #[arg(long)]
     pub include_faults: bool,
     #[command(flatten)]
     pub libtest: libtest_mimic::Arguments,
@@ -122,8 +148,11 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
+    /// The baseline report.json (for example one under reports/baselines/).
     pub base: PathBuf,
+    /// The new report.json.
     pub new: PathBuf,
+    /// Output format of the comparison.
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: OutputFormat,
     /// Noise threshold for metric changes, in percent.
@@ -157,5 +186,6 @@ pub struct MergeArgs {
 
 #[derive(Debug, Args)]
 pub struct SummaryArgs {
+    /// The report.json to summarise.
     pub report: PathBuf,
 }
