@@ -7,6 +7,7 @@
 mod claims;
 mod compare;
 pub mod exit_codes;
+mod groups;
 mod merge;
 mod model;
 mod partition;
@@ -15,6 +16,7 @@ mod summary;
 
 pub use claims::verdicts;
 pub use compare::{compare, Comparison, EnvironmentDifference, MetricChange, Thresholds, Transition, TransitionKind};
+pub use groups::{group, not_run, Group};
 pub use merge::{merge, MergeError};
 pub use model::*;
 pub use partition::Partition;

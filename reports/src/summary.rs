@@ -60,12 +60,7 @@ fn families(r: &Report) -> String {
 }
 
 fn blocked(r: &Report) -> String {
-    let not_run: Vec<String> = r
-        .cases
-        .iter()
-        .filter(|c| matches!(c.status, Status::Blocked | Status::Skipped))
-        .map(|c| format!("`{}` {} ({})", c.id, c.status, c.reason.as_deref().unwrap_or("no reason given")))
-        .collect();
+    let not_run: Vec<String> = crate::not_run(&r.cases).iter().map(|g| g.with_reason()).collect();
     match not_run.len() {
         0 => "No case was blocked or skipped.".into(),
         _ => format!("Not run to a result: {}.", not_run.join("; ")),
@@ -91,8 +86,9 @@ fn claims(r: &Report) -> String {
         let why: Vec<String> = open
             .iter()
             .map(|c| {
-                let cases: Vec<_> = c.not_passed.iter().map(|s| format!("`{}` {}", s.case, s.status)).collect();
-                format!("{} ({})", c.claim, cases.join("; "))
+                let groups = crate::group(c.not_passed.iter().map(|s| (&s.case, s.status, s.reason.as_deref())));
+                let who: Vec<_> = groups.iter().map(|g| g.who()).collect();
+                format!("{} ({})", c.claim, who.join("; "))
             })
             .collect();
         out.push_str(&format!(" Not established, for the reasons above: {}.", why.join("; ")));

@@ -7,11 +7,12 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use gnomon_cases::{catalogue, expectations::Expectations, Case, CatalogueOptions, Requirement};
+use gnomon_cases::{catalogue, expectations::Expectations, Case, CatalogueOptions, Isolation, Requirement};
 use gnomon_reports::{exit_codes, CaseRecord, Environment, Partition, Run, Status, Subject};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use super::{
+    console,
     executor::{execute, ChildSpec},
     sink::ReportSink,
 };
@@ -42,14 +43,24 @@ pub fn run(config: RunConfig) -> i32 {
     if let Some(partition) = config.partition {
         cases.retain(|c| partition.contains(&c.id));
     }
+    let env = environment::collect();
+    let facilities = environment::facilities(&env);
+    // A case whose requirement is absent is ignored at list time, so `cargo test` and
+    // nextest report it as skipped rather than passed.
+    let planned: Vec<(Case, Option<String>)> = cases
+        .into_iter()
+        .map(|case| {
+            let unmet = case.unmet(&facilities);
+            (case, unmet)
+        })
+        .collect();
     if config.libtest.list {
-        let _ = libtest_mimic::run(
-            &config.libtest,
-            cases.into_iter().map(|c| Trial::test(c.id.to_string(), || Ok(()))).collect(),
-        );
+        let trials = planned
+            .iter()
+            .map(|(c, unmet)| Trial::test(c.id.to_string(), || Ok(())).with_ignored_flag(unmet.is_some()));
+        let _ = libtest_mimic::run(&config.libtest, trials.collect());
         return exit_codes::SUCCESS;
     }
-    let env = environment::collect();
     if let Some(reason) = arch_refusal(config.require_arch.as_deref(), &env) {
         eprintln!("gnomon: {reason}");
         return exit_codes::PRECONDITION;
@@ -70,26 +81,39 @@ pub fn run(config: RunConfig) -> i32 {
         version: env!("CARGO_PKG_VERSION").into(),
         commit: environment::HARNESS_COMMIT.into(),
     };
-    let facilities = environment::facilities(&env);
     let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env.clone()));
+    let mut selected = Vec::new();
+    let mut not_running = Vec::new();
+    for (case, unmet) in planned {
+        let stub = Trial::test(case.id.to_string(), || Ok(())).with_ignored_flag(unmet.is_some());
+        if config.libtest.is_filtered_out(&stub) {
+            continue;
+        }
+        if config.libtest.is_ignored(&stub) {
+            // libtest lists an ignored trial but never calls it, so its skip is recorded here.
+            not_running.push(case.record(Status::Skipped, unmet.clone()));
+        }
+        selected.push((case, unmet));
+    }
+    let isolated = selected.iter().filter(|(c, u)| u.is_none() && c.isolation == Isolation::ChildProcess).count();
+    console::header(&env, &dir, &not_running);
+    not_running.into_iter().for_each(|record| sink.add(record));
     let policy = Arc::new(Policy {
         child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
         retries: config.retries,
         gpu: Mutex::new(()),
         expectations: config.expectations,
         env,
+        progress: console::Progress::new(isolated),
     });
-    let trials = cases
-        .into_iter()
-        .map(|case| {
-            let unmet = case.unmet(&facilities);
-            trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink))
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&config.libtest, trials);
+    let trials = selected.into_iter().map(|(case, unmet)| {
+        let ignored = unmet.is_some();
+        trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink)).with_ignored_flag(ignored)
+    });
+    let conclusion = libtest_mimic::run(&config.libtest, trials.collect());
     match sink.finish(|records| policy.expectations.problems(records, &policy.env)) {
         Ok(report) => {
-            eprintln!("gnomon: report written to {}", dir.display());
+            console::closing(&report, &dir);
             if report.fails_run() || conclusion.has_failed() {
                 return exit_codes::CASES_FAILED;
             }
@@ -110,16 +134,21 @@ struct Policy {
     gpu: Mutex<()>,
     expectations: Expectations,
     env: Environment,
+    progress: console::Progress,
 }
 
 fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<ReportSink>) -> Trial {
     Trial::ignorable_test(case.id.to_string(), move || {
         let mut record = match unmet {
             Some(reason) => case.record(Status::Skipped, Some(reason)),
-            None if case.requires == Requirement::Nothing => attempt(&case, &policy),
+            None if case.isolation == Isolation::InProcess => attempt(&case, &policy),
             None => {
-                let _one_gpu_case_at_a_time = policy.gpu.lock().unwrap_or_else(|e| e.into_inner());
-                attempt(&case, &policy)
+                let gpu_case = case.requires != Requirement::Nothing;
+                let _one_gpu_case_at_a_time = gpu_case.then(|| policy.gpu.lock().unwrap_or_else(|e| e.into_inner()));
+                policy.progress.start(case.id.as_str());
+                let record = attempt(&case, &policy);
+                policy.progress.clear();
+                record
             }
         };
         policy.expectations.apply(&mut record, &policy.env);

@@ -1,7 +1,8 @@
 //! The runner. `dispatch` turns the catalogue into libtest trials, applies retries and
 //! collects records; `executor` runs one case, in this process or in a child with a time
-//! limit; `sink` keeps the report on disk, rewritten atomically after every case.
+//! limit; `console` prints the header, progress and closing line; `sink` keeps the report on disk, rewritten atomically after every case.
 
+mod console;
 mod dispatch;
 mod executor;
 mod sink;

@@ -1,6 +1,6 @@
 use std::fmt::Write;
 
-use crate::Report;
+use crate::{Report, Status};
 
 /// A Markdown page: environment, totals, claims, then one row per case.
 pub fn markdown(r: &Report) -> String {
@@ -23,21 +23,65 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "- {label}: {v}");
         }
     }
+    if let Some(selection) = selection(r) {
+        let _ = writeln!(out, "- selection: {selection}");
+    }
+    if !r.run.complete {
+        let _ = writeln!(out, "- **incomplete:** the run ended before every selected case had a result");
+    }
     let totals: Vec<String> = r.totals.iter().map(|(s, n)| format!("{n} {s}")).collect();
     let _ = writeln!(out, "\n**Totals:** {}\n", totals.join(", "));
-    let _ = writeln!(out, "## Claims\n");
-    for c in &r.claims {
-        let verdict = if c.established { "established" } else { "**not established**" };
-        let _ = writeln!(out, "- `{}`: {verdict} ({} cases)", c.claim, c.cases);
-        for s in &c.not_passed {
-            let _ =
-                writeln!(out, "  - `{}` {}: {}", s.case, s.status, s.reason.as_deref().unwrap_or("no reason given"));
+    claims(&mut out, r);
+    let not_run = crate::not_run(&r.cases);
+    if !not_run.is_empty() {
+        let _ = writeln!(out, "\n## Not run\n");
+        for g in &not_run {
+            let _ = writeln!(out, "- {}: {}", g.who(), g.reason);
         }
     }
+    let counted: Vec<_> = not_run.iter().filter(|g| g.is_counted()).flat_map(|g| g.cases.iter().copied()).collect();
     let _ = writeln!(out, "\n## Cases\n\n| case | status | seconds | reason |\n|---|---|---|---|");
     for c in &r.cases {
-        let reason = c.reason.as_deref().unwrap_or("").replace('|', "\\|").replace('\n', " ");
+        let reason = match counted.contains(&&c.id) {
+            true => "see *Not run*".into(),
+            false => c.reason.as_deref().unwrap_or("").replace('|', "\\|").replace('\n', " "),
+        };
         let _ = writeln!(out, "| `{}` | {} | {:.3} | {reason} |", c.id, c.status, c.duration_s);
     }
     out
+}
+
+fn claims(out: &mut String, r: &Report) {
+    let _ = writeln!(out, "## Claims\n");
+    for c in &r.claims {
+        if c.established {
+            let _ = writeln!(out, "- `{}`: established ({} passed)", c.claim, cases(c.cases as usize));
+            continue;
+        }
+        let short = c.not_passed.len();
+        let of = cases(c.cases as usize);
+        let _ = writeln!(out, "- `{}`: **not established** ({short} of {of} did not pass)", c.claim);
+        for g in crate::group(c.not_passed.iter().map(|s| (&s.case, s.status, s.reason.as_deref()))) {
+            match g.status {
+                Status::Skipped | Status::Blocked => writeln!(out, "  - {} (see *Not run*)", g.who()),
+                _ => writeln!(out, "  - {}: {}", g.who(), g.reason),
+            }
+            .expect("writing to a String cannot fail");
+        }
+    }
+}
+
+fn cases(n: usize) -> String {
+    if n == 1 {
+        "1 case".into()
+    } else {
+        format!("{n} cases")
+    }
+}
+
+/// The filters and partition of a run that did not select the whole catalogue.
+fn selection(r: &Report) -> Option<String> {
+    let mut parts: Vec<String> = r.run.filters.iter().map(|f| format!("filter `{f}`")).collect();
+    parts.extend(r.run.partition.iter().map(|p| format!("partition `{p}`")));
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
