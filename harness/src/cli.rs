@@ -53,6 +53,9 @@ pub enum Command {
     Merge(MergeArgs),
     /// Print a report as one paragraph of prose.
     Summary(SummaryArgs),
+    /// Render several reports (nightly runs, say) as one HTML page: a status grid of
+    /// cases × runs and a plot of each metric over the runs.
+    Trend(TrendArgs),
     /// Validate a core and replay it natively on device 0, at its fixed addresses.
     Replay(ReplayArgs),
     /// Export a fixture workload's core and exit (the exporting process of a replay case).
@@ -180,6 +183,16 @@ pub struct MergeArgs {
     #[arg(required = true)]
     pub parts: Vec<PathBuf>,
     /// Directory for the merged report.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    /// report.json files, in any order (the page orders them by start time).
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Directory for trend.html.
     #[arg(long)]
     pub out: PathBuf,
 }

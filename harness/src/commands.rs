@@ -1,11 +1,11 @@
-//! The report commands: `compare`, `merge` and `summary`.
+//! The report commands: `compare`, `merge`, `summary` and `trend`.
 
 use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
 use gnomon_reports::{compare, exit_codes, merge, render, summary, Report, Thresholds};
 
-use crate::cli::{CompareArgs, MergeArgs, OutputFormat, SummaryArgs};
+use crate::cli::{CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs};
 
 fn load(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
@@ -53,5 +53,15 @@ pub fn merge_reports(args: &MergeArgs) -> Result<i32, String> {
 
 pub fn print_summary(args: &SummaryArgs) -> Result<i32, String> {
     println!("{}", summary(&load(&args.report)?));
+    Ok(exit_codes::SUCCESS)
+}
+
+/// Writes `trend.html` for the given reports and says where it is.
+pub fn write_trend(args: &TrendArgs) -> Result<i32, String> {
+    let runs = args.reports.iter().map(|p| load(p).map(gnomon_trend::RunColumn::new)).collect::<Result<Vec<_>, _>>()?;
+    let path = args.out.join("trend.html");
+    let page = gnomon_trend::page(runs);
+    gnomon_reports::write_atomically(&path, page.as_bytes()).map_err(|e| format!("write {}: {e}", path.display()))?;
+    eprintln!("gnomon: trend of {} runs written to {}", args.reports.len(), path.display());
     Ok(exit_codes::SUCCESS)
 }
