@@ -1,0 +1,69 @@
+//! The nightly recipes under docs/ci/ run their steps through docs/ci/nightly.sh; this runs
+//! that script with the built binary, as a GPU runner and the gate would, on this machine.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use gnomon_reports::{exit_codes, Report, Status};
+
+fn nightly(args: &[&Path]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ci/nightly.sh");
+    Command::new("bash").arg(script).args(args).env("GNOMON", env!("CARGO_BIN_EXE_gnomon")).output().unwrap()
+}
+
+fn report(path: &Path) -> Report {
+    Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Runs both partitions of a two-runner nightly into `out/part-1` and `out/part-2`.
+fn partitions(out: &Path) {
+    for k in ["1", "2"] {
+        let ran = nightly(&[Path::new("partition"), Path::new(k), Path::new("2"), out]);
+        assert!(ran.status.success(), "partition {k}: {}", String::from_utf8_lossy(&ran.stderr));
+    }
+}
+
+/// A full run of this machine, the baseline the gate compares against.
+fn baseline(dir: &Path) -> PathBuf {
+    let ran = Command::new(env!("CARGO_BIN_EXE_gnomon")).args(["run", "--report-dir"]).arg(dir).output().unwrap();
+    assert!(ran.status.success());
+    dir.join("report.json")
+}
+
+#[test]
+fn partitions_merge_and_pass_the_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (parts, gate) = (tmp.path().join("parts"), tmp.path().join("nightly"));
+    partitions(&parts);
+    let base = baseline(&tmp.path().join("base"));
+    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    for file in ["report.json", "report.md", "junit.xml", "summary.txt", "compare.md", "trend.html"] {
+        assert!(gate.join(file).is_file(), "the gate wrote no {file}");
+    }
+    let (merged, full) = (report(&gate.join("report.json")), report(&base));
+    let ids = |r: &Report| r.cases.iter().map(|c| (c.id.clone(), c.status)).collect::<Vec<_>>();
+    assert_eq!(ids(&merged), ids(&full));
+}
+
+#[test]
+fn a_case_that_failed_tonight_fails_the_gate_and_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (parts, gate) = (tmp.path().join("parts"), tmp.path().join("nightly"));
+    partitions(&parts);
+    let base = baseline(&tmp.path().join("base"));
+    // What a runner whose case failed tonight would have uploaded.
+    let part = parts.join("part-1/report.json");
+    let mut tonight = report(&part);
+    let case = tonight.cases.iter_mut().find(|c| c.status == Status::Passed).unwrap();
+    (case.status, case.reason) = (Status::Failed, Some("planted for the gate test".into()));
+    let failed = case.id.clone();
+    std::fs::write(&part, tonight.to_json()).unwrap();
+
+    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate]);
+    assert_eq!(ran.status.code(), Some(exit_codes::REGRESSION));
+    let comparison = std::fs::read_to_string(gate.join("compare.md")).unwrap();
+    assert!(comparison.contains(failed.as_str()), "compare.md does not name {failed}:\n{comparison}");
+}
