@@ -23,12 +23,25 @@ pub fn status_grid(runs: &[RunColumn]) -> String {
         regressions,
         legend()
     );
-    out.push_str("<table class=\"grid\"><tr><th>case</th>");
-    for i in 1..=runs.len() {
+    let (always_passed, notable): (Vec<_>, Vec<_>) =
+        steady.into_iter().partition(|(_, row)| row.iter().flatten().all(|c| c.status == Status::Passed));
+    out.push_str(&table(changed.into_iter().chain(notable), runs.len()));
+    let _ = write!(
+        out,
+        "<details><summary>{} cases passed in every run that had them</summary>{}</details>",
+        always_passed.len(),
+        table(always_passed.into_iter(), runs.len())
+    );
+    out
+}
+
+fn table<'a>(rows: impl Iterator<Item = (&'a &'a CaseId, &'a Row<'a>)>, runs: usize) -> String {
+    let mut out = String::from("<table class=\"grid\"><tr><th>case</th>");
+    for i in 1..=runs {
         let _ = write!(out, "<th>{i}</th>");
     }
     out.push_str("</tr>");
-    for (id, row) in changed.into_iter().chain(steady) {
+    for (id, row) in rows {
         let _ = write!(out, "<tr><td><code>{}</code></td>", escape(id.as_str()));
         for (i, cell) in row.iter().enumerate() {
             out.push_str(&cell_html(*cell, i + 1, regression(row, i)));
