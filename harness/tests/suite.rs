@@ -1,12 +1,14 @@
 //! The case catalogue as a `cargo test` / `cargo nextest` target: the same runner as
 //! `gnomon run`, with isolated cases run by the built `gnomon` binary. The report goes to
-//! GNOMON_REPORT_DIR when set, else to a temporary directory removed afterwards.
+//! GNOMON_REPORT_DIR when set, else to `target/tmp/suite-report`, which outlives the run
+//! (under nextest each case is its own run, so that report holds the last one).
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 fn main() -> ExitCode {
-    let scratch = tempfile::tempdir().expect("a temporary directory for the report");
-    let report_dir = std::env::var_os("GNOMON_REPORT_DIR").map(PathBuf::from).unwrap_or_else(|| scratch.path().into());
+    let report_dir = std::env::var_os("GNOMON_REPORT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("suite-report"));
     let config = gnomon::runner::RunConfig {
         libtest: libtest_mimic::Arguments::from_args(),
         report_dir: Some(report_dir),
