@@ -32,28 +32,38 @@ fn baseline(dir: &Path) -> PathBuf {
     dir.join("report.json")
 }
 
+/// Tonight's two parts and the baseline, in a scratch directory; the gate's output dir.
+struct Night {
+    _scratch: tempfile::TempDir,
+    parts: PathBuf,
+    base: PathBuf,
+    gate: PathBuf,
+}
+
+fn night() -> Night {
+    let scratch = tempfile::tempdir().unwrap();
+    let (parts, gate) = (scratch.path().join("parts"), scratch.path().join("nightly"));
+    partitions(&parts);
+    let base = baseline(&scratch.path().join("base"));
+    Night { _scratch: scratch, parts, base, gate }
+}
+
 #[test]
 fn partitions_merge_and_pass_the_gate() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (parts, gate) = (tmp.path().join("parts"), tmp.path().join("nightly"));
-    partitions(&parts);
-    let base = baseline(&tmp.path().join("base"));
-    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate]);
+    let Night { parts, base, gate, .. } = &night();
+    let ran = nightly(&[Path::new("gate"), parts, base, gate]);
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     for file in ["report.json", "report.md", "junit.xml", "summary.txt", "compare.md", "trend.html"] {
         assert!(gate.join(file).is_file(), "the gate wrote no {file}");
     }
-    let (merged, full) = (report(&gate.join("report.json")), report(&base));
+    let (merged, full) = (report(&gate.join("report.json")), report(base));
     let ids = |r: &Report| r.cases.iter().map(|c| (c.id.clone(), c.status)).collect::<Vec<_>>();
     assert_eq!(ids(&merged), ids(&full));
 }
 
 #[test]
 fn a_case_that_failed_tonight_fails_the_gate_and_is_named() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (parts, gate) = (tmp.path().join("parts"), tmp.path().join("nightly"));
-    partitions(&parts);
-    let base = baseline(&tmp.path().join("base"));
+    let Night { parts, base, gate, .. } = &night();
     // What a runner whose case failed tonight would have uploaded.
     let part = parts.join("part-1/report.json");
     let mut tonight = report(&part);
@@ -62,7 +72,7 @@ fn a_case_that_failed_tonight_fails_the_gate_and_is_named() {
     let failed = case.id.clone();
     std::fs::write(&part, tonight.to_json()).unwrap();
 
-    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate]);
+    let ran = nightly(&[Path::new("gate"), parts, base, gate]);
     assert_eq!(ran.status.code(), Some(exit_codes::REGRESSION));
     let comparison = std::fs::read_to_string(gate.join("compare.md")).unwrap();
     assert!(comparison.contains(failed.as_str()), "compare.md does not name {failed}:\n{comparison}");

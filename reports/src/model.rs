@@ -64,6 +64,19 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the order of the enum.
+    pub const ALL: [Status; 9] = [
+        Status::Passed,
+        Status::Failed,
+        Status::Crashed,
+        Status::TimedOut,
+        Status::Blocked,
+        Status::Skipped,
+        Status::ExpectedFailure,
+        Status::UnexpectedPass,
+        Status::Flaky,
+    ];
+
     /// Whether this status makes the run fail.
     pub fn fails_run(self) -> bool {
         matches!(self, Status::Failed | Status::Crashed | Status::TimedOut | Status::UnexpectedPass)

@@ -99,18 +99,7 @@ fn symbol(status: Status) -> &'static str {
 }
 
 fn legend() -> String {
-    let all = [
-        Status::Passed,
-        Status::Failed,
-        Status::Crashed,
-        Status::TimedOut,
-        Status::Blocked,
-        Status::Skipped,
-        Status::ExpectedFailure,
-        Status::UnexpectedPass,
-        Status::Flaky,
-    ];
     let items: Vec<_> =
-        all.iter().map(|s| format!("<span class=\"{0}\">{1} {0}</span>", s.as_str(), symbol(*s))).collect();
+        Status::ALL.iter().map(|s| format!("<span class=\"{0}\">{1} {0}</span>", s.as_str(), symbol(*s))).collect();
     format!("<p class=\"legend\">{}</p>", items.join(""))
 }

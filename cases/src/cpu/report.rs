@@ -6,18 +6,6 @@ use crate::{accepted, ensure, Case};
 
 const CLAIM: &str = "report-round-trip";
 
-const ALL_STATUSES: [Status; 9] = [
-    Status::Passed,
-    Status::Failed,
-    Status::Crashed,
-    Status::TimedOut,
-    Status::Blocked,
-    Status::Skipped,
-    Status::ExpectedFailure,
-    Status::UnexpectedPass,
-    Status::Flaky,
-];
-
 fn record(id: &str, status: Status, claim: &str) -> CaseRecord {
     let mut r = Case::new(id, "unused", |_| Ok(())).record(status, Some(format!("{status} on purpose")));
     r.claims = vec![claim.into()];
@@ -26,7 +14,7 @@ fn record(id: &str, status: Status, claim: &str) -> CaseRecord {
 }
 
 fn sample_report() -> Report {
-    let cases = ALL_STATUSES.iter().map(|&s| record(&format!("mock/{s}"), s, "everything")).collect();
+    let cases = Status::ALL.iter().map(|&s| record(&format!("mock/{s}"), s, "everything")).collect();
     Report::new(Run::default(), Subject::default(), Environment::default(), cases)
 }
 
