@@ -113,6 +113,8 @@ pub enum ValidationError {
     PathThroughLink { item: String, path: String },
     #[error("{item} file `{path}` is missing")]
     MissingFile { item: String, path: String },
+    #[error("{item} path `{path}` is {kind}, not a regular file")]
+    NotAFile { item: String, path: String, kind: &'static str },
     #[error("{item} file `{path}` is {}, the manifest says {}", bytes(*found), bytes(*declared))]
     FileSize { item: String, path: String, declared: u64, found: u64 },
     #[error("{item} file `{path}` has SHA-256 {found}, the manifest says {expected}")]
@@ -247,6 +249,27 @@ pub enum ReplayError {
     UnsupportedNode { template: String, node: String, kind: &'static str },
     #[error("read shard {index} ({file}): {source}")]
     Shard { index: u32, file: String, source: std::io::Error },
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("template `{template}` wrote weight buffer `{buffer}` (its checksum changed during the launch)")]
+    WeightWritten { template: String, buffer: String },
+    #[error(transparent)]
+    KernelNode(Box<KernelNodeError>),
+    #[error("template `{template}` node `{node}`: {source}")]
+    Node { template: String, node: String, source: CudaError },
+}
+
+/// A kernel node the driver would not add, with what it asked for.
+#[derive(Debug, Error)]
+#[error("template `{template}` node `{node}` (function `{function}`, grid {grid:?}, block {block:?}, {shared_mem} B of dynamic shared memory): {source}")]
+pub struct KernelNodeError {
+    pub template: String,
+    pub node: String,
+    pub function: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub source: CudaError,
 }
 
 /// Filling a kernel parameter blob.

@@ -16,6 +16,9 @@ use crate::{
     validate,
 };
 
+/// Bytes read back from the device and written per step of a snapshot.
+const SNAPSHOT_CHUNK: u64 = 64 << 20;
+
 /// A compiled module the core will carry: its id, PTX text and the functions it exports.
 pub struct ModuleImage {
     pub id: String,
@@ -65,22 +68,23 @@ impl Exporter {
         Ok(Self { writer, manifest, function_modules })
     }
 
-    /// Writes the arena's current contents as shards under the cap; returns the bytes
-    /// written, so the caller can restore the arena between runs.
-    pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<Vec<u8>, ExportError> {
+    /// Writes the arena's current contents as shards under the cap, a chunk at a time, so
+    /// host memory stays one chunk whatever the arena; returns the bytes written and the
+    /// seconds it took.
+    pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<(u64, f64), ExportError> {
+        let started = std::time::Instant::now();
         let a = self.manifest.arena;
         let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(crate::errors::ValidationError::from)?;
         let spans = plan(a.size, cap).map_err(crate::errors::ValidationError::from)?;
-        let mut arena_bytes = Vec::with_capacity(a.size as usize);
         for span in spans {
-            // SAFETY: the span lies inside the arena, which `_mapping` keeps mapped.
-            let bytes = unsafe { ctx.read(a.base + span.offset, span.size) }?;
             let file = format!("shards/{:04}.bin", span.index);
-            let sha256 = self.writer.write_file(&file, &bytes)?;
-            arena_bytes.extend_from_slice(&bytes);
+            let sha256 = self.writer.write_chunks(&file, span.size, SNAPSHOT_CHUNK, |offset, len| {
+                // SAFETY: the chunk lies inside the span, inside the arena `_mapping` keeps mapped.
+                unsafe { ctx.read(a.base + span.offset + offset, len) }.map_err(ExportError::from)
+            })?;
             self.manifest.shards.push(Shard { index: span.index, offset: span.offset, size: span.size, file, sha256 });
         }
-        Ok(arena_bytes)
+        Ok((a.size, started.elapsed().as_secs_f64()))
     }
 
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.

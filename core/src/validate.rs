@@ -349,20 +349,36 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
 
 /// Checks the files the manifest names: inside the core, no links, declared sizes (before
 /// reading), and hashes.
-pub fn files(m: &Manifest, dir: &Path) -> Result {
+/// Whether [`files`] hashes shard contents now or leaves them to the upload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardContents {
+    Hashed,
+    /// Replay's streaming upload hashes each shard on the bytes it copies.
+    HashedOnUpload,
+}
+
+pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
     for s in &m.shards {
-        verify_file(dir, &format!("shard {}", s.index), &s.file, &s.sha256, |len| (len != s.size).then_some(s.size))?;
+        let sha256 = (shards == ShardContents::Hashed).then_some(s.sha256.as_str());
+        verify_file(dir, &format!("shard {}", s.index), &s.file, sha256, |len| (len != s.size).then_some(s.size))?;
     }
     for module in &m.modules {
-        verify_file(dir, &format!("module `{}`", module.id), &module.file, &module.sha256, |len| {
+        verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), |len| {
             (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES)
         })?;
     }
     Ok(())
 }
 
-/// `size_rule` returns the size the manifest allows when the file's length breaks it.
-fn verify_file(dir: &Path, item: &str, relative: &str, sha256: &str, size_rule: impl Fn(u64) -> Option<u64>) -> Result {
+/// `size_rule` returns the size the manifest allows when the file's length breaks it;
+/// `sha256: None` leaves the contents unhashed.
+fn verify_file(
+    dir: &Path,
+    item: &str,
+    relative: &str,
+    sha256: Option<&str>,
+    size_rule: impl Fn(u64) -> Option<u64>,
+) -> Result {
     let path = resolve_in_core(dir, relative, item)?;
     let unreadable =
         |e: std::io::Error| E::FileUnreadable { item: item.into(), path: relative.into(), reason: e.to_string() };
@@ -371,6 +387,9 @@ fn verify_file(dir: &Path, item: &str, relative: &str, sha256: &str, size_rule: 
     if let Some(declared) = size_rule(found) {
         return Err(E::FileSize { item: item.into(), path: relative.into(), declared, found });
     }
+    let Some(sha256) = sha256 else {
+        return Ok(());
+    };
     let actual = hash_hex(file).map_err(unreadable)?;
     if actual != sha256 {
         return Err(E::HashMismatch {

@@ -1,5 +1,6 @@
 //! Graph templates and executables. Only capture or explicit construction makes a
-//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] makes a [`GraphExec`].
+//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] and [`instantiate_all`] make a
+//! [`GraphExec`].
 //!
 //! NVIDIA's rules: a graph must not be used from two threads at once; an executable may be
 //! launched while its template is modified or destroyed.
@@ -22,6 +23,60 @@ static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
 /// Executables alive in this process: how a case proves an operation made none.
 pub fn live_executables() -> usize {
     LIVE_EXECUTABLES.load(Ordering::SeqCst)
+}
+
+fn instantiate_raw(graph: sys::CUgraph, flags: u64) -> Result<sys::CUgraphExec> {
+    let mut raw = ptr::null_mut();
+    // SAFETY: the template is live and used by this thread alone; writes one handle.
+    check("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut raw, graph, flags) })?;
+    Ok(raw)
+}
+
+/// Instantiates each `(template, flags)` on up to `threads` threads of the templates'
+/// context, each thread taking different templates (the driver allows concurrent work on
+/// distinct graphs). Flags are checked against the contract before any thread starts;
+/// executables come back in the order of `work`. On the first failure every executable
+/// already made is destroyed and the error returned.
+pub fn instantiate_all(work: &[(&RetainedGraph, u64)], threads: usize) -> Result<Vec<GraphExec>> {
+    let flags = work.iter().map(|(_, f)| InstantiateFlags::new(*f)).collect::<std::result::Result<Vec<_>, _>>()?;
+    let Some((first, _)) = work.first() else {
+        return Ok(Vec::new());
+    };
+    // Raw handles cross threads as integers: the threads only pass them to the driver.
+    let ctx = first.ctx.raw() as usize;
+    let graphs: Vec<(usize, u64)> = work.iter().zip(&flags).map(|((g, _), f)| (g.raw as usize, f.bits())).collect();
+    let threads = threads.clamp(1, graphs.len());
+    let made: Vec<Result<usize>> = std::thread::scope(|scope| {
+        let shares: Vec<_> = (0..threads)
+            .map(|t| {
+                let graphs = &graphs;
+                scope.spawn(move || {
+                    // SAFETY: `ctx` is the live primary context the templates were made in.
+                    let current = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx as sys::CUcontext) });
+                    let own = graphs.iter().enumerate().skip(t).step_by(threads);
+                    own.map(|(i, (g, f))| (i, current.clone().and_then(|_| instantiate_raw(*g as sys::CUgraph, *f))))
+                        .map(|(i, r)| (i, r.map(|e| e as usize)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut made: Vec<Option<Result<usize>>> = (0..graphs.len()).map(|_| None).collect();
+        for share in shares {
+            for (i, r) in share.join().expect("an instantiating thread does not panic") {
+                made[i] = Some(r);
+            }
+        }
+        made.into_iter().map(|r| r.expect("every template was given to a thread")).collect()
+    });
+    let mut execs = Vec::with_capacity(made.len());
+    let mut failure = None;
+    for (((graph, _), flags), raw) in work.iter().zip(flags).zip(made) {
+        match raw.and_then(|raw| graph.wrap(raw as sys::CUgraphExec, flags)) {
+            Ok(exec) => execs.push(exec),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    failure.map_or(Ok(execs), Err)
 }
 
 /// A node of a [`RetainedGraph`], by position in [`RetainedGraph::nodes`].
@@ -88,11 +143,11 @@ impl RetainedGraph {
     /// flags never reach the driver and create no executable.
     pub fn instantiate(&self, flags: u64) -> Result<GraphExec> {
         let flags = InstantiateFlags::new(flags)?;
-        let mut raw = ptr::null_mut();
-        // SAFETY: the template is live; writes one executable handle, destroyed in `Drop`.
-        check("cuGraphInstantiateWithFlags", unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut raw, self.raw, flags.bits())
-        })?;
+        self.wrap(instantiate_raw(self.raw, flags.bits())?, flags)
+    }
+
+    /// Takes ownership of an executable made from this template.
+    fn wrap(&self, raw: sys::CUgraphExec, flags: InstantiateFlags) -> Result<GraphExec> {
         LIVE_EXECUTABLES.fetch_add(1, Ordering::SeqCst);
         let mut exec = GraphExec {
             _ctx: self.ctx.clone(),

@@ -10,14 +10,16 @@
 
 mod graph;
 mod module;
+mod pinned;
 mod vmm;
 
 use std::{ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
-pub use graph::{live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
+pub use graph::{instantiate_all, live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
 pub use module::{compile_ptx, Function, Module};
+pub use pinned::PinnedHost;
 pub use vmm::{ArenaMapping, MappedShard};
 
 pub use crate::errors::CudaError;
@@ -150,6 +152,10 @@ impl Context {
 
     pub fn info(&self) -> &DeviceInfo {
         &self.0.info
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUcontext {
+        self.0.raw
     }
 
     pub fn synchronize(&self) -> Result<()> {
@@ -308,6 +314,15 @@ impl Stream {
         check("cuMemsetD32Async", sys::cuMemsetD32Async(dst, value, count as usize, self.raw))
     }
 
+    /// Enqueues a copy of `src` (page-locked host memory) to device address `dst`.
+    ///
+    /// # Safety
+    /// `dst..dst + src.len()` must be device memory of this context, and `src` must stay
+    /// alive and unwritten until an event recorded after this call has completed.
+    pub unsafe fn upload_async(&self, dst: u64, src: &[u8]) -> Result<()> {
+        check("cuMemcpyHtoDAsync", sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), self.raw))
+    }
+
     /// Copies `bytes` from `src` to `dst` on the device.
     ///
     /// # Safety
@@ -364,6 +379,12 @@ pub struct Event {
 }
 
 impl Event {
+    /// Waits until the work before the last record of this event has completed.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: `raw` is a live event.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.raw) })
+    }
+
     /// Milliseconds from `self` to `end`, both recorded and completed.
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
         let mut ms = 0.0;

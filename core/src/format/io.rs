@@ -25,12 +25,23 @@ pub struct Core {
 }
 
 impl Core {
-    /// Reads, validates and verifies the core in `dir`. A core that fails here must never
-    /// reach a GPU.
+    /// Reads, validates and verifies the core in `dir`, hashing every file. A core that
+    /// fails here must never reach a GPU.
     pub fn open(dir: &Path) -> Result<Self, CoreError> {
+        Self::open_with(dir, validate::ShardContents::Hashed)
+    }
+
+    /// As [`Core::open`], but shard contents are left for the upload to hash, on the very
+    /// bytes it copies (`replay` always does), so each shard byte is read once. Every other
+    /// rule, shard sizes and regular files included, is checked here.
+    pub fn open_for_upload(dir: &Path) -> Result<Self, CoreError> {
+        Self::open_with(dir, validate::ShardContents::HashedOnUpload)
+    }
+
+    fn open_with(dir: &Path, shards: validate::ShardContents) -> Result<Self, CoreError> {
         let manifest = read_manifest(dir)?;
         validate::manifest(&manifest)?;
-        validate::files(&manifest, dir)?;
+        validate::files(&manifest, dir, shards)?;
         Ok(Self { dir: dir.to_owned(), manifest })
     }
 
@@ -73,8 +84,9 @@ fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     serde_json::from_slice(&text).map_err(parse_err)
 }
 
-/// Joins a manifest path onto the core directory, refusing absolute paths, `..`, and any
-/// component that is a symbolic link.
+/// Joins a manifest path onto the core directory, refusing absolute paths, `..`, any
+/// component that is a symbolic link, and a final component that is not a regular file
+/// (a FIFO or a device would block or never end when read).
 pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf, ValidationError> {
     let escapes = || ValidationError::PathEscapes { item: item.into(), path: relative.into() };
     let rel = Path::new(relative);
@@ -82,11 +94,16 @@ pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf
         return Err(escapes());
     }
     let mut path = dir.to_owned();
-    for component in rel.components() {
+    let last = rel.components().count();
+    for (i, component) in rel.components().enumerate() {
         path.push(component);
         match fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(ValidationError::PathThroughLink { item: item.into(), path: relative.into() })
+            }
+            Ok(meta) if i + 1 == last && !meta.is_file() => {
+                let kind = if meta.is_dir() { "a directory" } else { "a special file" };
+                return Err(ValidationError::NotAFile { item: item.into(), path: relative.into(), kind });
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -134,6 +151,32 @@ impl CoreWriter {
         }
         fs::write(&path, bytes).map_err(write_err)?;
         hash_hex(bytes).map_err(write_err)
+    }
+
+    /// Writes `total` bytes at `relative`, `chunk` at a time, each from `read(offset, len)`,
+    /// and returns their SHA-256.
+    pub fn write_chunks<E: From<CoreError>>(
+        &self,
+        relative: &str,
+        total: u64,
+        chunk: u64,
+        mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
+    ) -> Result<String, E> {
+        let path = self.dir.join(relative);
+        let write_err = |source| CoreError::Write { path: path.clone(), source };
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(write_err)?;
+        }
+        let mut file = io::BufWriter::new(fs::File::create(&path).map_err(write_err)?);
+        let (mut hasher, mut offset) = (Sha256::new(), 0);
+        while offset < total {
+            let bytes = read(offset, chunk.min(total - offset))?;
+            hasher.update(&bytes);
+            file.write_all(&bytes).map_err(write_err)?;
+            offset += bytes.len() as u64;
+        }
+        file.flush().map_err(write_err)?;
+        Ok(hex::encode(hasher.finalize()))
     }
 
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {

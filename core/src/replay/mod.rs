@@ -1,0 +1,299 @@
+//! Native replay of a validated core: check the context, map the arena at its exact
+//! addresses, stream the shards up (hashed on the very bytes uploaded), keep device copies
+//! of the writable buffers, load modules and check every function's parameter layout,
+//! rebuild the templates, instantiate them on several threads with the recorded flags (or
+//! take executables handed over live), then for each template: reset the writable
+//! buffers from their device copies, launch, digest the outputs, and check that no weight
+//! changed. Every stage is timed, so the stages account for the replay's wall time.
+
+mod checksum;
+mod floors;
+mod rebuild;
+mod upload;
+
+use std::{collections::HashMap, fs, time::Instant};
+
+pub use floors::Floors;
+pub use upload::{Staging, Uploaded};
+
+use crate::{
+    contract::ReplayPlan,
+    cuda::{instantiate_all, ArenaMapping, Context, DeviceBuffer, GraphExec, Module, RetainedGraph, Stream},
+    errors::ReplayError,
+    format::{hash_hex, Buffer, BufferRole, Core, Manifest},
+    validate::recorded_flags,
+};
+
+/// Threads that instantiate templates: the H200 runner scaled to 2–4 threads of one
+/// context and slowed down again at 8.
+const INSTANTIATE_THREADS: usize = 4;
+
+/// Seconds per stage, in the order the stages first ran.
+pub type StageTimes = Vec<(&'static str, f64)>;
+
+/// One output buffer after one launch of its template.
+#[derive(Clone, Debug)]
+pub struct OutputCheck {
+    pub template: String,
+    pub buffer: String,
+    pub expected_sha256: String,
+    pub actual_sha256: String,
+    pub bytes: Vec<u8>,
+}
+
+impl OutputCheck {
+    pub fn matches(&self) -> bool {
+        self.expected_sha256 == self.actual_sha256
+    }
+}
+
+pub struct ReplayReport {
+    pub stages: StageTimes,
+    pub outputs: Vec<OutputCheck>,
+    pub uploaded: Uploaded,
+    pub floors: Floors,
+    /// The first template's launch alone, by CUDA events.
+    pub first_launch_s: f64,
+    arena: Restored,
+}
+
+impl std::fmt::Debug for ReplayReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayReport").field("stages", &self.stages).field("outputs", &self.outputs.len()).finish()
+    }
+}
+
+impl ReplayReport {
+    /// What `buffer` held when the core was loaded: a writable buffer from its device copy,
+    /// a weight from the arena (checked unchanged after every template).
+    pub fn initial_contents(&self, buffer: &str) -> Result<Vec<u8>, ReplayError> {
+        self.arena.initial_contents(buffer)
+    }
+}
+
+/// How replay gets its executables.
+pub enum Executables {
+    /// Rebuild every template and instantiate it with the recorded flags.
+    Rebuild,
+    /// Direct handover: live executables from the exporter, one per template, already
+    /// instantiated; the arena is already mapped in this process.
+    Handed(Vec<GraphExec>),
+}
+
+pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<ReplayReport, ReplayError> {
+    let m = core.manifest();
+    let mut stages = Stages::default();
+    check_context(m, ctx)?;
+    let handed = matches!(executables, Executables::Handed(_));
+    let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
+    let staging = Staging::default();
+    let uploaded = stages.time("upload", || upload::shards(core, ctx, staging))?;
+    let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
+    let plan = match executables {
+        Executables::Handed(execs) => plan(m, execs)?,
+        Executables::Rebuild => {
+            let functions = stages.time("module-load", || load_modules(core, ctx))?;
+            let graphs = stages.time("rebuild", || {
+                m.templates.iter().map(|t| rebuild::template(ctx, m, t, &functions)).collect::<Result<Vec<_>, _>>()
+            })?;
+            let execs = stages.time("instantiate", || instantiate(m, &graphs))?;
+            plan(m, execs)?
+        }
+    };
+    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, &mut stages)?;
+    let floors = stages.time("measure-floors", || floors::measure(core, ctx, staging))?;
+    Ok(ReplayReport { stages: stages.0, outputs, uploaded, floors, first_launch_s, arena })
+}
+
+/// Stage times, a stage met again adding to its total.
+#[derive(Default)]
+struct Stages(StageTimes);
+
+impl Stages {
+    fn add(&mut self, name: &'static str, seconds: f64) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, total)) => *total += seconds,
+            None => self.0.push((name, seconds)),
+        }
+    }
+
+    fn time<T, E>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        let started = Instant::now();
+        let result = f();
+        self.add(name, started.elapsed().as_secs_f64());
+        result
+    }
+}
+
+fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
+    if m.context.sm != ctx.info().sm {
+        let (core, device) = (format!("sm_{}", m.context.sm), ctx.info().arch());
+        return Err(ReplayError::ContextMismatch { what: "SM", core, device });
+    }
+    let driver = crate::cuda::driver_version()?;
+    if driver < m.context.driver_version {
+        let (core, device) = (m.context.driver_version.to_string(), driver.to_string());
+        return Err(ReplayError::ContextMismatch { what: "driver version", core, device });
+    }
+    Ok(())
+}
+
+fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
+    let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
+    Ok(ArenaMapping::map(ctx, &shards)?)
+}
+
+/// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
+/// a reset costs what templates can write, not the arena.
+struct Restored {
+    _mapping: Option<ArenaMapping>,
+    ctx: Context,
+    base: u64,
+    buffers: HashMap<String, Buffer>,
+    writable: Vec<(Buffer, DeviceBuffer)>,
+}
+
+impl Restored {
+    fn new(ctx: &Context, m: &Manifest, mapping: Option<ArenaMapping>) -> Result<Self, ReplayError> {
+        let stream = ctx.stream()?;
+        let mut writable = Vec::new();
+        for b in m.buffers.iter().filter(|b| b.role != BufferRole::Weight && b.size > 0) {
+            let copy = ctx.alloc(b.size)?;
+            // SAFETY: the buffer lies in the mapped arena; `copy` was allocated with its size.
+            unsafe { stream.copy(copy.ptr(), m.arena.base + b.offset, b.size) }?;
+            writable.push((b.clone(), copy));
+        }
+        stream.synchronize()?;
+        let buffers = m.buffers.iter().map(|b| (b.name.clone(), b.clone())).collect();
+        Ok(Self { _mapping: mapping, ctx: ctx.clone(), base: m.arena.base, buffers, writable })
+    }
+
+    /// Enqueues the copies that put every writable buffer back as loaded.
+    fn reset(&self, stream: &Stream) -> Result<(), ReplayError> {
+        for (b, copy) in &self.writable {
+            // SAFETY: as in `new`, in the other direction.
+            unsafe { stream.copy(self.base + b.offset, copy.ptr(), b.size) }?;
+        }
+        Ok(())
+    }
+
+    fn initial_contents(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
+        if let Some((_, copy)) = self.writable.iter().find(|(b, _)| b.name == name) {
+            return Ok(copy.download()?);
+        }
+        let b = self
+            .buffers
+            .get(name)
+            .ok_or_else(|| crate::errors::CudaError::Unsupported(format!("the core has no buffer `{name}`")))?;
+        // SAFETY: a buffer of the validated core, inside the arena this value keeps mapped.
+        Ok(unsafe { self.ctx.read(self.base + b.offset, b.size) }?)
+    }
+
+    fn address(&self, b: &Buffer) -> u64 {
+        self.base + b.offset
+    }
+}
+
+/// Loads every module and checks each recorded layout against the driver's.
+fn load_modules(core: &Core, ctx: &Context) -> Result<rebuild::Functions, ReplayError> {
+    let mut functions = HashMap::new();
+    for module in &core.manifest().modules {
+        let image = fs::read(core.path_of(&module.file))
+            .map_err(|e| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id)))?;
+        let loaded = Module::load(ctx, &image)?;
+        for f in &module.functions {
+            let function = loaded.function(&f.name)?;
+            if function.layout() != f.params.as_slice() {
+                let pairs = |slots: &[crate::format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
+                return Err(ReplayError::LayoutMismatch {
+                    module: module.id.clone(),
+                    function: f.name.clone(),
+                    recorded: pairs(&f.params),
+                    driver: pairs(function.layout()),
+                });
+            }
+            functions.insert((module.id.clone(), f.name.clone()), function);
+        }
+    }
+    Ok(functions)
+}
+
+fn instantiate(m: &Manifest, graphs: &[RetainedGraph]) -> Result<Vec<GraphExec>, ReplayError> {
+    let work: Vec<(&RetainedGraph, u64)> = m
+        .templates
+        .iter()
+        .zip(graphs)
+        .map(|(t, g)| (g, recorded_flags(&t.flags).expect("validated flags").bits()))
+        .collect();
+    let execs = instantiate_all(&work, INSTANTIATE_THREADS)?;
+    Ok(execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect())
+}
+
+fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, ReplayError> {
+    let recorded: Vec<(&str, u64)> = m
+        .templates
+        .iter()
+        .map(|t| (t.name.as_str(), recorded_flags(&t.flags).expect("validated flags").bits()))
+        .collect();
+    Ok(ReplayPlan::new(&recorded, execs)?)
+}
+
+/// Launches each template once from the core's initial state of the writable buffers,
+/// digests its outputs and checks that it left every weight as it was; returns the
+/// outputs and the first launch's time in seconds (CUDA events).
+fn launch_all(
+    ctx: &Context,
+    m: &Manifest,
+    arena: &Restored,
+    plan: &ReplayPlan<GraphExec>,
+    stages: &mut Stages,
+) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
+    let stream = ctx.stream()?;
+    let weights: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
+    let checksummer = stages.time("weights-check", || checksum::Checksummer::new(ctx))?;
+    // SAFETY (here and below): weight buffers lie in the validated, mapped arena.
+    let checksums = || weights.iter().map(|b| unsafe { checksummer.of(&stream, arena.address(b), b.size) });
+    let loaded = stages.time("weights-check", || checksums().collect::<Result<Vec<_>, _>>())?;
+    let (start, end) = (ctx.event()?, ctx.event()?);
+    let mut first_launch = None;
+    let mut outputs = Vec::new();
+    for (template, exec) in m.templates.iter().zip(plan.executables()) {
+        stages.time("reset", || arena.reset(&stream))?;
+        let launched = stages.time("launch", || {
+            stream.record(&start)?;
+            exec.launch(&stream)?;
+            stream.record(&end)?;
+            stream.synchronize()?;
+            start.elapsed_ms(&end)
+        })?;
+        first_launch.get_or_insert(launched as f64 / 1e3);
+        stages.time("read-outputs", || {
+            for e in m.expectations.iter().filter(|e| e.template == template.name) {
+                for o in &e.outputs {
+                    let b = &arena.buffers[&o.buffer];
+                    // SAFETY: a buffer of the validated, mapped arena.
+                    let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
+                    let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+                    outputs.push(OutputCheck {
+                        template: template.name.clone(),
+                        buffer: o.buffer.clone(),
+                        expected_sha256: o.sha256.clone(),
+                        actual_sha256,
+                        bytes,
+                    });
+                }
+            }
+            Ok::<_, ReplayError>(())
+        })?;
+        stages.time("weights-check", || {
+            for ((b, before), after) in weights.iter().zip(&loaded).zip(checksums()) {
+                if after? != *before {
+                    let (template, buffer) = (template.name.clone(), b.name.clone());
+                    return Err(ReplayError::WeightWritten { template, buffer });
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok((outputs, first_launch.unwrap_or(0.0)))
+}

@@ -1,0 +1,195 @@
+//! Streaming restore of the arena: shard file → hash → page-locked staging → async copy.
+//!
+//! Reader threads (they hold no CUDA types) each take whole shards, read every byte once,
+//! in chunks, into staging slots lent to them, and hash exactly the bytes they hand back.
+//! This thread enqueues each chunk's copy, records the slot's event, and lends the slot
+//! again only once that copy has completed. Host memory is the staging pool, whatever the
+//! arena's size. A shard whose bytes do not hash to the manifest's digest fails the
+//! restore before anything is launched, so a file changed after validation is caught
+//! without being read twice.
+
+use std::{
+    collections::VecDeque,
+    fs::File,
+    io::Read,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        mpsc, Mutex,
+    },
+    time::Instant,
+};
+
+use sha2::{Digest, Sha256};
+
+use crate::{
+    cuda::{Context, Event, PinnedHost},
+    errors::ReplayError,
+    format::{Core, Shard},
+};
+
+/// The staging pipeline's shape: `slots` × `slot_bytes` of page-locked memory, `readers`
+/// threads.
+#[derive(Clone, Copy, Debug)]
+pub struct Staging {
+    pub slot_bytes: usize,
+    pub slots: usize,
+    pub readers: usize,
+}
+
+impl Default for Staging {
+    /// 16 slots of 16 MiB (256 MiB of host memory) and a reader per core, at most 8.
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        Self { slot_bytes: 16 << 20, slots: 16, readers: cores.min(8) }
+    }
+}
+
+/// What the upload moved and how long it took.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Uploaded {
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// A filled slot on its way to the device, or a reader's word that a shard is done.
+enum Message<'a> {
+    Chunk { slot: &'a mut [u8], len: usize, dst: u64 },
+    Done(Result<(), ReplayError>),
+}
+
+/// Uploads every shard of `core` into the mapped arena.
+pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
+    let started = Instant::now();
+    let shards = &core.manifest().shards;
+    let mut pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
+    let stream = ctx.stream()?;
+    let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
+    let (free_tx, free_rx) = mpsc::channel::<&mut [u8]>();
+    pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
+    let free_rx = Mutex::new(free_rx);
+    let (next, cancelled) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let outcome = std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<Message>();
+        for _ in 0..staging.readers.clamp(1, shards.len().max(1)) {
+            let (tx, free_rx, next, cancelled) = (tx.clone(), &free_rx, &next, &cancelled);
+            scope.spawn(move || {
+                while !cancelled.load(Ordering::SeqCst) {
+                    let Some(shard) = shards.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+                    let base = core.manifest().arena.base;
+                    let result = read_shard(core, shard, base, free_rx, &tx, cancelled);
+                    if tx.send(Message::Done(result)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut copies = Copies { stream: &stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
+        let mut failure = None;
+        loop {
+            let message = match rx.try_recv() {
+                Ok(m) => m,
+                // Nothing new: retire the oldest copy, lending its slot again.
+                Err(mpsc::TryRecvError::Empty) if !copies.in_flight.is_empty() => {
+                    if let Err(e) = copies.retire_oldest(&free_tx) {
+                        failure = failure.or(Some(e));
+                    }
+                    continue;
+                }
+                Err(_) => match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+            };
+            match message {
+                Message::Chunk { slot, len, dst } if failure.is_none() => {
+                    if let Err(e) = copies.issue(slot, len, dst) {
+                        cancelled.store(true, Ordering::SeqCst);
+                        failure = Some(e);
+                    }
+                }
+                Message::Chunk { slot, .. } => free_tx.send(slot).expect("the pool outlives the readers"),
+                Message::Done(Err(e)) => {
+                    cancelled.store(true, Ordering::SeqCst);
+                    failure = failure.or(Some(e));
+                }
+                Message::Done(Ok(())) => {}
+            }
+        }
+        while !copies.in_flight.is_empty() {
+            if let Err(e) = copies.retire_oldest(&free_tx) {
+                failure = failure.or(Some(e));
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    });
+    outcome?;
+    let bytes = shards.iter().map(|s| s.size).sum();
+    Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// Copies in flight, oldest first, each with the event recorded after it.
+struct Copies<'s, 'p> {
+    stream: &'s crate::cuda::Stream,
+    events: &'s [Event],
+    in_flight: VecDeque<(&'p mut [u8], usize)>,
+    issued: usize,
+}
+
+impl<'p> Copies<'_, 'p> {
+    fn issue(&mut self, slot: &'p mut [u8], len: usize, dst: u64) -> Result<(), ReplayError> {
+        let event = self.issued % self.events.len();
+        // SAFETY: `dst..dst + len` lies in a shard of the validated core's arena, mapped by
+        // the caller; the slot is page-locked and is not lent again until the event
+        // recorded next has completed (`retire_oldest`).
+        unsafe { self.stream.upload_async(dst, &slot[..len]) }?;
+        self.stream.record(&self.events[event])?;
+        self.in_flight.push_back((slot, event));
+        self.issued += 1;
+        Ok(())
+    }
+
+    fn retire_oldest(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<(), ReplayError> {
+        let (slot, event) = self.in_flight.pop_front().expect("a copy in flight");
+        let synced = self.events[event].synchronize();
+        let _ = free.send(slot);
+        Ok(synced?)
+    }
+}
+
+/// Reads one shard into lent slots, hashing what it hands over; checks size and digest.
+fn read_shard<'p>(
+    core: &Core,
+    shard: &Shard,
+    base: u64,
+    free: &Mutex<mpsc::Receiver<&'p mut [u8]>>,
+    tx: &mpsc::Sender<Message<'p>>,
+    cancelled: &AtomicBool,
+) -> Result<(), ReplayError> {
+    let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
+    let changed = |what: String| io(std::io::Error::other(format!("changed since the core was validated: {what}")));
+    let mut file = File::open(core.path_of(&shard.file)).map_err(io)?;
+    let (mut hasher, mut done) = (Sha256::new(), 0u64);
+    while done < shard.size {
+        if cancelled.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let Ok(slot) = free.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return Ok(()) };
+        let len = (shard.size - done).min(slot.len() as u64) as usize;
+        file.read_exact(&mut slot[..len]).map_err(|e| changed(format!("it ended early ({e})")))?;
+        hasher.update(&slot[..len]);
+        let dst = base + shard.offset + done;
+        done += len as u64;
+        if tx.send(Message::Chunk { slot, len, dst }).is_err() {
+            return Ok(());
+        }
+    }
+    if file.read(&mut [0u8]).map_err(io)? != 0 {
+        return Err(changed("it grew".into()));
+    }
+    let digest = hex::encode(hasher.finalize());
+    if digest != shard.sha256 {
+        return Err(changed(format!("its SHA-256 is {digest}, the manifest says {}", shard.sha256)));
+    }
+    Ok(())
+}
