@@ -24,13 +24,16 @@ pub struct CatalogueOptions {
     pub include_mock: bool,
     /// `gpu/fault/`: kernels that fault on purpose.
     pub include_faults: bool,
+    /// Workloads too large for the default run (`replay/model-scale-nightly/`), for
+    /// `--profile nightly`.
+    pub include_nightly: bool,
 }
 
 /// Every case, in id order.
 pub fn catalogue(options: CatalogueOptions) -> Vec<Case> {
     let mut cases = cpu::cases();
     cases.extend(gpu::cases(options.include_faults));
-    cases.extend(replay::cases());
+    cases.extend(replay::cases(options.include_nightly));
     if options.include_mock {
         cases.extend(mock::cases());
     }

@@ -40,7 +40,8 @@ pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
 pub fn merge_reports(args: &MergeArgs) -> Result<i32, String> {
     let parts = args.parts.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
     let filters = parts.first().map(|p| p.run.filters.clone()).unwrap_or_default();
-    let expected: Vec<_> = catalogue(CatalogueOptions::default())
+    let include_nightly = parts.first().is_some_and(|p| p.run.profile == "nightly");
+    let expected: Vec<_> = catalogue(CatalogueOptions { include_nightly, ..CatalogueOptions::default() })
         .into_iter()
         .map(|c| c.id)
         .filter(|id| filters.iter().all(|f| f.starts_with("--skip") || id.as_str().contains(f.as_str())))

@@ -25,9 +25,10 @@ fn partitions(out: &Path) {
     }
 }
 
-/// A full run of this machine, the baseline the gate compares against.
+/// A full nightly run of this machine, the baseline the gate compares against.
 fn baseline(dir: &Path) -> PathBuf {
-    let ran = Command::new(env!("CARGO_BIN_EXE_gnomon")).args(["run", "--report-dir"]).arg(dir).output().unwrap();
+    let args = ["run", "--profile", "nightly", "--report-dir"];
+    let ran = Command::new(env!("CARGO_BIN_EXE_gnomon")).args(args).arg(dir).output().unwrap();
     assert!(ran.status.success());
     dir.join("report.json")
 }

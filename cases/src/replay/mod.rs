@@ -10,7 +10,7 @@ mod reservation;
 use std::{path::Path, process::Command};
 
 use gnomon_core::{replay::Executables, shards::GIB, shards::MIB};
-use gnomon_fixtures::workloads::{all, Workload};
+use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use native::{export_command, replay_command, StepOutcome};
 use pipeline::{export, Handover};
@@ -20,9 +20,11 @@ use crate::{Case, Ctx, Metrics, Verdict};
 const CLAIM: &str = "native-replay";
 const CAPS: [(&str, u64); 2] = [("64GiB", 64 * GIB), ("64MiB", 64 * MIB)];
 
-pub fn cases() -> Vec<Case> {
+/// The replay family; `nightly` adds the workloads too large for the default run.
+pub fn cases(nightly: bool) -> Vec<Case> {
     let mut cases = Vec::new();
-    for w in all() {
+    let extra = if nightly { workloads::nightly() } else { Vec::new() };
+    for w in all().into_iter().chain(extra) {
         for (cap_name, cap) in CAPS {
             for (handover_name, handover) in [("exit", Handover::Exit), ("direct", Handover::Direct)] {
                 let id = format!("replay/{}/cap={cap_name}/handover={handover_name}", w.name());
@@ -56,7 +58,7 @@ fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdic
     std::fs::rename(&written, &moved).map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
     let replayed = helper(&["replay".to_owned()], &moved, &tmp.path().join("replay.json"));
     let result = replayed.into_result(&mut metrics);
-    ctx.metrics(metrics);
+    ctx.metrics(with_nocore_ratio(metrics));
     result
 }
 
@@ -77,10 +79,23 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     let tmp = scratch()?;
     let dir = tmp.path().join("core");
     let exported = export(w, cap, &dir, Handover::Direct)?;
-    ctx.metrics(exported.metrics);
-    let (core, read) = native::open_timed(&dir)?;
-    ctx.metrics(read);
-    let replayed = native::replay_and_check(&core, &exported.session.ctx, Executables::Handed(exported.handed))?;
-    ctx.metrics(replayed);
-    Ok(())
+    let mut metrics = exported.metrics;
+    let started = std::time::Instant::now();
+    let (core, open) = native::open_timed(&dir)?;
+    let handed = Executables::Handed(exported.handed);
+    let replayed = native::replay_and_check(&core, &exported.session.ctx, handed, started, vec![open]);
+    let result = replayed.map(|replayed| metrics.extend(replayed));
+    ctx.metrics(metrics);
+    result
+}
+
+/// `nocore-over-replay`: capturing and instantiating the catalogue in the exporter over
+/// restoring it from the core in a fresh process; above 1 the core wins. (A direct
+/// handover rebuilds nothing, so it has no such ratio.)
+fn with_nocore_ratio(mut metrics: Metrics) -> Metrics {
+    let value = |name: &str| metrics.get(name).map(|m| m.value);
+    if let (Some(nocore), Some(restore)) = (value("recapture-and-instantiate-s"), value("restore-total-s")) {
+        metrics.extend([crate::measured("nocore-over-replay", nocore / restore, "1")]);
+    }
+    metrics
 }

@@ -8,7 +8,7 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     format::Core,
-    replay::{replay, Executables, ReplayReport},
+    replay::{replay, Executables, ReplayReport, StageTimes},
     shards::MIB,
 };
 use gnomon_fixtures::{
@@ -65,23 +65,70 @@ impl StepOutcome {
     }
 }
 
-/// Replays a core that was validated by `Core::open` and judges its outputs.
-pub fn replay_and_check(core: &Core, ctx: &Context, executables: Executables) -> Result<Metrics, Verdict> {
+/// The stages that take a core from disk to every template ready to launch; their sum is
+/// `restore-total-s`.
+const RESTORE_STAGES: [&str; 8] =
+    ["open", "context", "reserve-and-map", "upload", "writable-copies", "module-load", "rebuild", "instantiate"];
+
+/// The native side of a replay, timed stage by stage from `started`: `before` holds the
+/// stages already run (opening the core, making the context), the rest are replay's own
+/// and the comparison with the expectations and the CPU reference.
+pub fn replay_and_check(
+    core: &Core,
+    ctx: &Context,
+    executables: Executables,
+    started: Instant,
+    mut before: StageTimes,
+) -> Result<Metrics, Verdict> {
     let report = replay(core, ctx, executables).map_err(|e| match e {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
     })?;
-    let mut metrics = stage_metrics(&report);
-    metrics.extend([measured("reference-max-scaled-diff", check(core, &report)? as f64, "1")]);
+    let compared = Instant::now();
+    let worst = check(core, &report)?;
+    before.extend(report.stages.iter().copied());
+    before.push(("compare", compared.elapsed().as_secs_f64()));
+    let mut metrics = replay_metrics(core, &report, &before);
+    let covered: f64 = before.iter().map(|(_, s)| s).sum();
+    metrics.extend([
+        measured("reference-max-scaled-diff", worst as f64, "1"),
+        measured("stage-coverage", covered / started.elapsed().as_secs_f64(), "1"),
+        measured("peak-host-rss-bytes", peak_rss_bytes() as f64, "B"),
+    ]);
     Ok(metrics)
 }
 
-fn stage_metrics(report: &ReplayReport) -> Metrics {
-    let restore: f64 = report.stages.iter().filter(|(name, _)| *name != "first-launch").map(|(_, s)| s).sum();
-    let mut metrics: Metrics =
-        report.stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
-    metrics.extend([measured("restore-total-s", restore, "s")]);
+fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -> Metrics {
+    let m = core.manifest();
+    let stage = |name: &str| stages.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s);
+    let mut metrics: Metrics = stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
+    let nodes: usize = m.templates.iter().map(|t| t.nodes.len()).sum();
+    let upload_gbps = report.uploaded.bytes as f64 / stage("upload") / 1e9;
+    let floor = report.floors.read_gbps.min(report.floors.pinned_h2d_gbps);
+    metrics.extend([
+        measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum(), "s"),
+        measured("restore-first-launch-s", report.first_launch_s, "s"),
+        measured("graphs", m.templates.len() as f64, "1"),
+        measured("nodes", nodes as f64, "1"),
+        measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),
+        measured("arena-bytes", m.arena.size as f64, "B"),
+        measured("upload-gbps", upload_gbps, "GB/s"),
+        measured("read-floor-gbps", report.floors.read_gbps, "GB/s"),
+        measured("pinned-h2d-floor-gbps", report.floors.pinned_h2d_gbps, "GB/s"),
+        measured("upload-fraction-of-floor", upload_gbps / floor, "1"),
+    ]);
+    if stage("rebuild") > 0.0 {
+        let per_node = (stage("rebuild") + stage("instantiate")) / nodes.max(1) as f64 * 1e6;
+        metrics.extend([measured("restore-us-per-node", per_node, "us/node")]);
+    }
     metrics
+}
+
+/// The most host memory this process has held (`VmHWM`), in bytes; 0 where unknown.
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().strip_suffix("kB"));
+    kib.and_then(|v| v.trim().parse::<u64>().ok()).map_or(0, |k| k * 1024)
 }
 
 /// Bitwise against the expectations, then within tolerance against the CPU reference.
@@ -93,10 +140,7 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
             bad.template, bad.buffer, bad.actual_sha256, bad.expected_sha256
         )));
     }
-    let contents = |name: &str| {
-        let b = m.buffers.iter().find(|b| b.name == name).expect("reference reads a known buffer");
-        report.initial_bytes(b.offset, b.size)
-    };
+    let contents = |name: &str| report.initial_contents(name).expect("a CPU reference reads a buffer of the core");
     let mut worst = 0.0f32;
     for e in &m.expectations {
         let Some(workload) = e.reference.as_deref().and_then(by_name) else {
@@ -126,17 +170,20 @@ pub fn replay_command(dir: &Path, result: Option<&Path>) -> i32 {
 }
 
 fn open_and_replay(dir: &Path) -> Result<Metrics, Verdict> {
-    let (core, mut metrics) = open_timed(dir)?;
+    let started = Instant::now();
+    let (core, open) = open_timed(dir)?;
+    let made = Instant::now();
     let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
-    metrics.extend(replay_and_check(&core, &ctx, Executables::Rebuild)?);
-    Ok(metrics)
+    let stages = vec![open, ("context", made.elapsed().as_secs_f64())];
+    replay_and_check(&core, &ctx, Executables::Rebuild, started, stages)
 }
 
-/// Opens (reads and validates) a core; the time it took is the `restore-read-s` stage.
-pub fn open_timed(dir: &Path) -> Result<(Core, Metrics), Verdict> {
+/// Opens a core (parse, validate, sizes and module hashes; shard contents are hashed as
+/// they are uploaded); returns it with the `open` stage.
+pub fn open_timed(dir: &Path) -> Result<(Core, (&'static str, f64)), Verdict> {
     let started = Instant::now();
-    let core = Core::open(dir).map_err(|e| Verdict::Failed(format!("core refused: {e}")))?;
-    Ok((core, Metrics::from([measured("restore-read-s", started.elapsed().as_secs_f64(), "s")])))
+    let core = Core::open_for_upload(dir).map_err(|e| Verdict::Failed(format!("core refused: {e}")))?;
+    Ok((core, ("open", started.elapsed().as_secs_f64())))
 }
 
 /// `gnomon __export WORKLOAD --cap BYTES --dir DIR`: the exporting process of the

@@ -8,12 +8,16 @@ use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
     export::{Exporter, ModuleImage},
     flags::resolve,
-    format::{hash_hex, Arena, Buffer, Context as CoreContext, Expectation, OutputDigest, Producer, RecordedFlags},
+    format::{
+        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, Producer, RecordedFlags,
+    },
+    params::ParamBlob,
     shards::{plan, ShardCap, MIB},
 };
 use gnomon_fixtures::{
+    kernels::FILL,
     reference::{from_bytes, max_scaled_diff},
-    workloads::{BufferInit, Contents, IssueEnv, Workload},
+    workloads::{BufferInit, Contents, Init, IssueEnv, Workload},
 };
 
 use crate::{measured, Metrics, Verdict};
@@ -94,7 +98,8 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     let context = core_context(&ctx)?;
     let mut exporter = Exporter::new(dir, context, arena, buffers.clone(), &images)
         .map_err(|e| failed("start export")(e.to_string()))?;
-    let initial = exporter.snapshot(&ctx, &session.mapping).map_err(|e| failed("snapshot shards")(e.to_string()))?;
+    let (written, write_s) =
+        exporter.snapshot(&ctx, &session.mapping).map_err(|e| failed("snapshot shards")(e.to_string()))?;
     let mut handed = Vec::new();
     for (name, flags, graph) in &templates {
         let recorded = match handover {
@@ -114,7 +119,7 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     }
     lowest_free = lowest_free.min(free(&ctx)?);
     let export_s = started.elapsed().as_secs_f64();
-    for expectation in original_run(w, &session, &buffers, &arena, &initial)? {
+    for expectation in original_run(w, &session, &inits, &buffers)? {
         exporter.expect(expectation);
     }
     let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
@@ -127,6 +132,7 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
         measured("nodes", nodes as f64, "1"),
         measured("shards", manifest.shards.len() as f64, "1"),
         measured("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
+        measured("shard-write-gbps", written as f64 / write_s / 1e9, "GB/s"),
         measured("recapture-and-instantiate-s", recapture_s, "s"),
     ]);
     Ok(Exported { session, handed, metrics })
@@ -142,7 +148,7 @@ fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>,
     let buffers: Vec<Buffer> = inits
         .iter()
         .map(|b| {
-            let buffer = Buffer { name: b.name.into(), offset, size: b.bytes.len() as u64, role: b.role };
+            let buffer = Buffer { name: b.name.into(), offset, size: b.size(), role: b.role };
             offset = (offset + buffer.size).next_multiple_of(BUFFER_ALIGN);
             buffer
         })
@@ -171,10 +177,8 @@ fn open_session(
         other => Verdict::Blocked(format!("map the arena: {other}")),
     })?;
     let addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
-    for (init, b) in inits.iter().zip(buffers) {
-        // SAFETY: the buffer lies inside the arena just mapped.
-        unsafe { ctx.write(arena.base + b.offset, &init.bytes) }.map_err(blocked("upload initial buffers"))?;
-    }
+    let stream = ctx.stream().map_err(blocked("create stream"))?;
+    initialise(ctx, &stream, inits, buffers, arena.base)?;
     let (mut modules, mut functions, mut sources) = (Vec::new(), HashMap::new(), Vec::new());
     for k in w.kernels() {
         let (module, ptx) = Module::compile(ctx, k.name, k.source).map_err(|e| Verdict::Blocked(e.to_string()))?;
@@ -184,7 +188,6 @@ fn open_session(
         modules.push(module);
         sources.push((k.name, ptx));
     }
-    let stream = ctx.stream().map_err(blocked("create stream"))?;
     let forks = (0..2).map(|_| ctx.stream()).collect::<Result<_, _>>().map_err(blocked("create stream"))?;
     let events = (0..3).map(|_| ctx.event()).collect::<Result<_, _>>().map_err(blocked("create event"))?;
     Ok(Session {
@@ -228,32 +231,71 @@ fn core_context(ctx: &Context) -> Result<CoreContext, Verdict> {
     })
 }
 
-/// Runs each template eagerly (no graph) from the initial arena, checks the outputs
-/// against the CPU reference, and returns their digests as expectations.
+/// Writes each buffer's first contents: bytes from the host, hashed weights on the device.
+fn initialise(
+    ctx: &Context,
+    stream: &Stream,
+    inits: &[BufferInit],
+    buffers: &[Buffer],
+    base: u64,
+) -> Result<(), Verdict> {
+    let mut fill = None;
+    for (init, b) in inits.iter().zip(buffers) {
+        match &init.init {
+            // SAFETY: the buffer lies inside the arena just mapped.
+            Init::Bytes(bytes) => {
+                unsafe { ctx.write(base + b.offset, bytes) }.map_err(blocked("upload initial buffers"))?
+            }
+            Init::Hashed { floats, seed } => {
+                if fill.is_none() {
+                    let (module, _) = Module::compile(ctx, FILL.name, FILL.source).map_err(blocked("compile fill"))?;
+                    let function = module.function("fill_hashed").map_err(blocked("fill kernel"))?;
+                    fill = Some((module, function));
+                }
+                let (_, function) = fill.as_ref().expect("compiled above");
+                let blob = ParamBlob::new(function.layout())
+                    .ptr(0, base + b.offset)
+                    .and_then(|p| p.set(1, &floats.to_le_bytes()))
+                    .and_then(|p| p.set(2, &seed.to_le_bytes()))
+                    .map_err(|e| Verdict::Blocked(format!("fill parameters: {e}")))?;
+                stream.launch(function, [4096, 1, 1], [256, 1, 1], 0, &blob.into_bytes()).map_err(blocked("fill"))?;
+            }
+        }
+    }
+    stream.synchronize().map_err(blocked("fill"))
+}
+
+/// Runs each template eagerly (no graph), after putting back the first contents of every
+/// buffer that is not a weight, checks the outputs against the CPU reference, and returns
+/// their digests as expectations.
 fn original_run(
     w: &dyn Workload,
     s: &Session,
+    inits: &[BufferInit],
     buffers: &[Buffer],
-    arena: &Arena,
-    initial: &[u8],
 ) -> Result<Vec<Expectation>, Verdict> {
-    let contents = |name: &str| {
-        let b = buffers.iter().find(|b| b.name == name).expect("reference reads a known buffer");
-        initial[b.offset as usize..(b.offset + b.size) as usize].to_vec()
+    let bytes_of = |name: &str| match inits.iter().find(|i| i.name == name).map(|i| &i.init) {
+        Some(Init::Bytes(bytes)) => bytes.clone(),
+        _ => panic!("a CPU reference reads `{name}`, which has no host bytes"),
     };
     let mut expectations = Vec::new();
     for (name, _) in w.templates() {
-        // SAFETY: `initial` is the whole arena, mapped by the session.
-        unsafe { s.ctx.write(arena.base, initial) }.map_err(blocked("restore the arena"))?;
+        for (init, b) in inits.iter().zip(buffers).filter(|(i, _)| i.role != BufferRole::Weight) {
+            let Init::Bytes(bytes) = &init.init else {
+                return Err(Verdict::Blocked(format!("fixture: writable buffer `{}` has no host bytes", init.name)));
+            };
+            // SAFETY: a buffer of the arena the session mapped.
+            unsafe { s.ctx.write(s.addresses[&b.name], bytes) }.map_err(blocked("reset the writable buffers"))?;
+        }
         w.issue(&name, &s.stream, &s.env())
             .and_then(|_| s.stream.synchronize())
             .map_err(blocked("run the original eagerly"))?;
         let mut outputs = Vec::new();
-        for (buffer, expected) in w.reference(&name, &Contents(&contents)) {
+        for (buffer, expected) in w.reference(&name, &Contents(&bytes_of)) {
             let b = buffers.iter().find(|b| b.name == buffer).expect("reference names a known buffer");
             // SAFETY: a buffer of the mapped arena.
             let bytes =
-                unsafe { s.ctx.read(arena.base + b.offset, b.size) }.map_err(blocked("read the original's output"))?;
+                unsafe { s.ctx.read(s.addresses[&b.name], b.size) }.map_err(blocked("read the original's output"))?;
             let diff = max_scaled_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
             if diff > w.tolerance() {
                 return Err(Verdict::Blocked(format!(

@@ -38,8 +38,11 @@ pub struct RunConfig {
 
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
-    let mut cases =
-        catalogue(CatalogueOptions { include_mock: config.include_mock, include_faults: config.include_faults });
+    let mut cases = catalogue(CatalogueOptions {
+        include_mock: config.include_mock,
+        include_faults: config.include_faults,
+        include_nightly: config.profile == "nightly",
+    });
     if let Some(partition) = config.partition {
         cases.retain(|c| partition.contains(&c.id));
     }

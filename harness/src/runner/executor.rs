@@ -113,7 +113,7 @@ pub fn child_main(id: &str, result_file: &Path) -> i32 {
         eprintln!("gnomon: two cases in one process; isolation is broken");
         std::process::abort();
     }
-    let cases = catalogue(CatalogueOptions { include_mock: true, include_faults: true });
+    let cases = catalogue(CatalogueOptions { include_mock: true, include_faults: true, include_nightly: true });
     let Some(case) = cases.iter().find(|c| c.id.as_str() == id) else {
         eprintln!("gnomon: no case with id `{id}`");
         return exit_codes::USAGE;
