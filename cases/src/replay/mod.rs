@@ -89,13 +89,19 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     result
 }
 
-/// `nocore-over-replay`: capturing and instantiating the catalogue in the exporter over
-/// restoring it from the core in a fresh process; above 1 the core wins. (A direct
-/// handover rebuilds nothing, so it has no such ratio.)
+/// Capturing and instantiating the catalogue in the exporter, over restoring it from the
+/// core in a fresh process; above 1 the core wins. `nocore-over-replay` divides by the
+/// whole restore (open, context, map, upload of the arena, rebuild, instantiate);
+/// `nocore-over-rebuild` by rebuild and instantiate alone, the part that replaces capture
+/// and instantiation (a stack without a core still loads its weights). A direct handover
+/// rebuilds nothing, so it has neither.
 fn with_nocore_ratio(mut metrics: Metrics) -> Metrics {
     let value = |name: &str| metrics.get(name).map(|m| m.value);
-    if let (Some(nocore), Some(restore)) = (value("recapture-and-instantiate-s"), value("restore-total-s")) {
-        metrics.extend([crate::measured("nocore-over-replay", nocore / restore, "1")]);
-    }
+    let nocore = value("recapture-and-instantiate-s");
+    let ratios: Vec<_> = [("nocore-over-replay", "restore-total-s"), ("nocore-over-rebuild", "templates-ready-s")]
+        .into_iter()
+        .filter_map(|(name, restore)| Some(crate::measured(name, nocore? / value(restore)?, "1")))
+        .collect();
+    metrics.extend(ratios);
     metrics
 }

@@ -67,8 +67,17 @@ impl StepOutcome {
 
 /// The stages that take a core from disk to every template ready to launch; their sum is
 /// `restore-total-s`.
-const RESTORE_STAGES: [&str; 8] =
-    ["open", "context", "reserve-and-map", "upload", "writable-copies", "module-load", "rebuild", "instantiate"];
+const RESTORE_STAGES: [&str; 9] = [
+    "open",
+    "context",
+    "reserve-and-map",
+    "poison",
+    "upload",
+    "writable-copies",
+    "module-load",
+    "rebuild",
+    "instantiate",
+];
 
 /// The native side of a replay, timed stage by stage from `started`: `before` holds the
 /// stages already run (opening the core, making the context), the rest are replay's own
@@ -118,8 +127,11 @@ fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -> Me
         measured("upload-fraction-of-floor", upload_gbps / floor, "1"),
     ]);
     if stage("rebuild") > 0.0 {
-        let per_node = (stage("rebuild") + stage("instantiate")) / nodes.max(1) as f64 * 1e6;
-        metrics.extend([measured("restore-us-per-node", per_node, "us/node")]);
+        let ready = stage("rebuild") + stage("instantiate");
+        metrics.extend([
+            measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
+            measured("templates-ready-s", ready, "s"),
+        ]);
     }
     metrics
 }

@@ -12,7 +12,10 @@ use std::{
 
 use cudarc::driver::sys;
 
-use super::{check, Context, Function, Result, Stream};
+use super::{
+    build::{add_raw, KernelSpec, NodeSpec},
+    check, Context, Function, Result, Stream,
+};
 use crate::{
     contract::GraphExecutable,
     flags::{InstantiateFlags, ReportsFlags},
@@ -131,6 +134,12 @@ impl RetainedGraph {
         Self { ctx, raw, added: Vec::new(), functions: Vec::new() }
     }
 
+    /// Takes ownership of a graph `build::build_all` made, with its nodes in order.
+    pub(super) fn from_built(ctx: &Context, raw: sys::CUgraph, added: Vec<usize>, functions: Vec<Function>) -> Self {
+        let added = added.into_iter().map(|n| n as sys::CUgraphNode).collect();
+        Self { ctx: ctx.clone(), raw, added, functions }
+    }
+
     /// An empty template to build node by node.
     pub fn empty(ctx: &Context) -> Result<Self> {
         let mut raw = ptr::null_mut();
@@ -217,7 +226,7 @@ impl RetainedGraph {
     }
 
     /// Adds a kernel node from recorded parameter bytes; `deps` are ids returned by
-    /// earlier `add_*` calls.
+    /// earlier calls.
     pub fn add_kernel(
         &mut self,
         function: &Function,
@@ -227,77 +236,11 @@ impl RetainedGraph {
         params: &[u8],
         deps: &[NodeId],
     ) -> Result<NodeId> {
-        let mut pointers = function.param_pointers(params)?;
+        let spec = NodeSpec::Kernel(KernelSpec::new(function, grid, block, shared_mem, params)?);
         let deps = self.deps(deps);
-        // SAFETY: zeroed is a valid bit pattern for this C struct; every field used is set.
-        let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-        p.func = function.raw();
-        (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
-        (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
-        p.sharedMemBytes = shared_mem;
-        p.kernelParams = pointers.as_mut_ptr();
-        let mut node = ptr::null_mut();
-        // SAFETY: `pointers` point into `params`, alive across the call; the driver copies
-        // the parameter values when the node is added.
-        check("cuGraphAddKernelNode", unsafe {
-            sys::cuGraphAddKernelNode_v2(&mut node, self.raw, deps.as_ptr(), deps.len(), &p)
-        })?;
+        // SAFETY: the graph is live and owned by this thread; `deps` are its nodes.
+        let node = unsafe { add_raw(self.raw, &spec, &deps) }?;
         self.functions.push(function.clone());
-        Ok(self.push(node))
-    }
-
-    /// Adds a memset node of `count` elements of `element_size` bytes.
-    ///
-    /// # Safety
-    /// `dst..dst + count * element_size` must be device memory of this context whenever
-    /// an executable of this graph runs.
-    pub unsafe fn add_memset(
-        &mut self,
-        dst: u64,
-        value: u32,
-        element_size: u32,
-        count: u64,
-        deps: &[NodeId],
-    ) -> Result<NodeId> {
-        let deps = self.deps(deps);
-        let p = sys::CUDA_MEMSET_NODE_PARAMS {
-            dst,
-            pitch: 0,
-            value,
-            elementSize: element_size,
-            width: count as usize,
-            height: 1,
-        };
-        let mut node = ptr::null_mut();
-        check(
-            "cuGraphAddMemsetNode",
-            sys::cuGraphAddMemsetNode(&mut node, self.raw, deps.as_ptr(), deps.len(), &p, self.ctx.0.raw),
-        )?;
-        Ok(self.push(node))
-    }
-
-    /// Adds a device-to-device copy node.
-    ///
-    /// # Safety
-    /// Both ranges must be device memory of this context whenever an executable runs.
-    pub unsafe fn add_memcpy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> Result<NodeId> {
-        let deps = self.deps(deps);
-        let p = device_copy(dst, src, bytes);
-        let mut node = ptr::null_mut();
-        check(
-            "cuGraphAddMemcpyNode",
-            sys::cuGraphAddMemcpyNode(&mut node, self.raw, deps.as_ptr(), deps.len(), &p, self.ctx.0.raw),
-        )?;
-        Ok(self.push(node))
-    }
-
-    pub fn add_empty(&mut self, deps: &[NodeId]) -> Result<NodeId> {
-        let deps = self.deps(deps);
-        let mut node = ptr::null_mut();
-        // SAFETY: `deps` are nodes of this graph.
-        check("cuGraphAddEmptyNode", unsafe {
-            sys::cuGraphAddEmptyNode(&mut node, self.raw, deps.as_ptr(), deps.len())
-        })?;
         Ok(self.push(node))
     }
 }
@@ -312,7 +255,7 @@ impl Drop for RetainedGraph {
 }
 
 /// A one-dimensional device-to-device `CUDA_MEMCPY3D`.
-fn device_copy(dst: u64, src: u64, bytes: u64) -> sys::CUDA_MEMCPY3D {
+pub(super) fn device_copy(dst: u64, src: u64, bytes: u64) -> sys::CUDA_MEMCPY3D {
     let mut p = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::zeroed();
     let raw = p.as_mut_ptr();
     // SAFETY: every field but the two memory types is valid when zero; those are written

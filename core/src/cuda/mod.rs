@@ -8,6 +8,7 @@
 //! that creates it; every other type must be used on that thread. Gnomon runs each GPU
 //! case in its own single-threaded process.
 
+mod build;
 mod graph;
 mod module;
 mod pinned;
@@ -17,6 +18,7 @@ use std::{ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
+pub use build::{build_all, BuildFailure, GraphSpec, KernelSpec, NodeSpec};
 pub use graph::{instantiate_all, live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
 pub use module::{compile_ptx, Function, Module};
 pub use pinned::PinnedHost;

@@ -1,10 +1,11 @@
-//! Rebuilds a template node by node from the manifest, in O(nodes + edges): each node's
-//! dependencies and each buffer are found through maps built once per template.
+//! Rebuilds templates from the manifest in O(nodes + edges) (each node's dependencies and
+//! each buffer are found through maps built once per template), on several threads: the
+//! nodes are described on this thread, the graphs built by `cuda::build_all`.
 
 use std::collections::HashMap;
 
 use crate::{
-    cuda::{Context, Function, NodeId, RetainedGraph},
+    cuda::{build_all, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, RetainedGraph},
     errors::{KernelNodeError, ReplayError},
     format::{Buffer, BufferRef, Manifest, Node, NodeOp, Template},
 };
@@ -12,47 +13,70 @@ use crate::{
 /// Functions by `(module id, function name)`.
 pub type Functions = HashMap<(String, String), Function>;
 
-pub fn template(
+pub fn templates(
     ctx: &Context,
     m: &Manifest,
-    t: &Template,
     functions: &Functions,
-) -> Result<RetainedGraph, ReplayError> {
+    threads: usize,
+) -> Result<Vec<RetainedGraph>, ReplayError> {
     let buffers: HashMap<&str, &Buffer> = m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
+    let mut specs = Vec::with_capacity(m.templates.len());
+    let mut orders = Vec::with_capacity(m.templates.len());
+    let mut kept = Vec::with_capacity(m.templates.len());
+    for t in &m.templates {
+        let (spec, order, used) = describe(m, t, &buffers, functions)?;
+        specs.push(spec);
+        orders.push(order);
+        kept.push(used);
+    }
+    // SAFETY: validation put every memset and memcpy range inside buffers of the arena,
+    // which replay mapped before rebuilding and keeps mapped while executables live.
+    unsafe { build_all(ctx, &specs, kept, threads) }.map_err(|BuildFailure { graph, node, error }| {
+        let (t, node) = (&m.templates[graph], orders[graph][node]);
+        match &node.op {
+            NodeOp::Kernel(k) => ReplayError::KernelNode(Box::new(KernelNodeError {
+                template: t.name.clone(),
+                node: node.id.clone(),
+                function: k.function.clone(),
+                grid: k.grid,
+                block: k.block,
+                shared_mem: k.shared_mem_bytes,
+                source: error,
+            })),
+            _ => ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source: error },
+        }
+    })
+}
+
+/// One template as nodes to build, in topological order, with the functions it uses.
+fn describe<'m>(
+    m: &'m Manifest,
+    t: &'m Template,
+    buffers: &HashMap<&str, &Buffer>,
+    functions: &'m Functions,
+) -> Result<(GraphSpec<'m>, Vec<&'m Node>, Vec<Function>), ReplayError> {
     let address = |r: &BufferRef| m.arena.base + buffers[r.buffer.as_str()].offset + r.offset;
     let mut incoming: HashMap<&str, Vec<&str>> = HashMap::new();
     for e in &t.edges {
         incoming.entry(e.to.as_str()).or_default().push(e.from.as_str());
     }
-    let mut graph = RetainedGraph::empty(ctx)?;
-    let mut added: HashMap<&str, NodeId> = HashMap::with_capacity(t.nodes.len());
-    for node in topological(t) {
-        let deps: Vec<NodeId> =
-            incoming.get(node.id.as_str()).map_or(Vec::new(), |from| from.iter().map(|f| added[f]).collect());
-        let at = |source| ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source };
-        let id = match &node.op {
+    let order = topological(t);
+    let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
+    let (mut spec, mut used) = (GraphSpec::default(), Vec::new());
+    for node in &order {
+        let deps = incoming.get(node.id.as_str()).map_or(Vec::new(), |from| from.iter().map(|f| position[f]).collect());
+        let op = match &node.op {
             NodeOp::Kernel(k) => {
                 let f = &functions[&(k.module.clone(), k.function.clone())];
-                graph.add_kernel(f, k.grid, k.block, k.shared_mem_bytes, &k.params, &deps).map_err(|source| {
-                    ReplayError::KernelNode(Box::new(KernelNodeError {
-                        template: t.name.clone(),
-                        node: node.id.clone(),
-                        function: k.function.clone(),
-                        grid: k.grid,
-                        block: k.block,
-                        shared_mem: k.shared_mem_bytes,
-                        source,
-                    }))
-                })?
+                used.push(f.clone());
+                let at = |source| ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source };
+                NodeSpec::Kernel(KernelSpec::new(f, k.grid, k.block, k.shared_mem_bytes, &k.params).map_err(at)?)
             }
-            // SAFETY: validation put both ranges inside buffers of the mapped arena.
             NodeOp::Memset(s) => {
-                unsafe { graph.add_memset(address(&s.dst), s.value, s.element_size, s.count, &deps) }.map_err(at)?
+                NodeSpec::Memset { dst: address(&s.dst), value: s.value, element_size: s.element_size, count: s.count }
             }
-            NodeOp::Memcpy(c) => {
-                unsafe { graph.add_memcpy(address(&c.dst), address(&c.src), c.bytes, &deps) }.map_err(at)?
-            }
-            NodeOp::Empty => graph.add_empty(&deps).map_err(at)?,
+            NodeOp::Memcpy(c) => NodeSpec::Memcpy { dst: address(&c.dst), src: address(&c.src), bytes: c.bytes },
+            NodeOp::Empty => NodeSpec::Empty,
             other => {
                 return Err(ReplayError::UnsupportedNode {
                     template: t.name.clone(),
@@ -61,9 +85,9 @@ pub fn template(
                 })
             }
         };
-        added.insert(&node.id, id);
+        spec.nodes.push((op, deps));
     }
-    Ok(graph)
+    Ok((spec, order, used))
 }
 
 /// Nodes in an order where every edge points forward; validation guarantees a DAG.
