@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 use gnomon_core::{
     cuda::{live_executables, ArenaMapping, Context, CudaError},
     errors::{CoreError, ReplayError, ValidationError},
-    format::{Core, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
+    format::{BufferRole, Core, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
     replay::{replay, Executables},
     shards::MIB,
 };
@@ -31,12 +31,36 @@ fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
 pub fn cases() -> Vec<Case> {
     vec![
         bad_core_case("flipped-shard-byte", |dir| {
-            let shard = dir.join("shards/0000.bin");
-            let mut bytes = fs::read(&shard).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            bytes[4096] ^= 0x40;
-            fs::write(&shard, bytes).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            flip_byte(&dir.join("shards/0000.bin"))?;
             refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::HashMismatch { .. })))
                 .map(drop)
+        }),
+        bad_core_case("shard-changed-after-validation", |dir| {
+            let core = Core::open_for_upload(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+            flip_byte(&dir.join("shards/0000.bin"))?;
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            refused(
+                replay(&core, &ctx, Executables::Rebuild),
+                |e| matches!(e, ReplayError::Shard { index: 0, source, .. } if source.to_string().contains("SHA-256")),
+            )
+            .map(drop)
+        }),
+        bad_core_case("template-writes-weight", |dir| {
+            // `out` is written by every elementwise template; declared a weight, replay
+            // must find the write and name the template.
+            let mut manifest = read_manifest(dir)?;
+            let out = manifest.buffers.iter_mut().find(|b| b.name == "out").expect("elementwise has `out`");
+            out.role = BufferRole::Weight;
+            CoreWriter::create(dir)
+                .and_then(|w| w.write_manifest(&manifest))
+                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let core = Core::open(dir).map_err(|e| Verdict::Failed(format!("the edited core should validate: {e}")))?;
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            refused(
+                replay(&core, &ctx, Executables::Rebuild),
+                |e| matches!(e, ReplayError::WeightWritten { buffer, .. } if buffer == "out"),
+            )
+            .map(drop)
         }),
         bad_core_case("layout-differs-from-driver", |dir| {
             let mut manifest = read_manifest(dir)?;
@@ -65,6 +89,13 @@ pub fn cases() -> Vec<Case> {
             .map(drop)
         }),
     ]
+}
+
+/// Flips one bit of a byte in `file`, keeping its size.
+fn flip_byte(file: &Path) -> Result<(), Verdict> {
+    let mut bytes = fs::read(file).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    bytes[4096] ^= 0x40;
+    fs::write(file, bytes).map_err(|e| Verdict::Blocked(e.to_string()))
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, Verdict> {

@@ -63,6 +63,9 @@ enum Message<'a> {
 pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
     let started = Instant::now();
     let shards = &core.manifest().shards;
+    // No more page-locked memory than the arena needs: pinning costs time too.
+    let chunks: u64 = shards.iter().map(|s| s.size.div_ceil(staging.slot_bytes as u64)).sum();
+    let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
     let mut pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
     let stream = ctx.stream()?;
     let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
