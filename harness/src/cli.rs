@@ -80,7 +80,7 @@ pub struct RunArgs {
     /// Run a failing case up to N more times; one that then passes is reported flaky.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub retries: u32,
-    /// Name recorded as the run's profile (release, nightly, port).
+    /// Name recorded as the run's profile; `nightly` also runs the 8 GiB replay/model-scale-nightly family.
     #[arg(long, default_value = "default")]
     pub profile: String,
     /// Run only this share of the catalogue: hash:K/N (1 ≤ K ≤ N).
