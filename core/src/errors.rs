@@ -107,6 +107,26 @@ pub enum ValidationError {
     CaptureOrder { template: String, reason: String },
     #[error("expectation {index} references {kind} `{name}`, which does not exist")]
     ExpectationTarget { index: usize, kind: &'static str, name: String },
+    #[error("function `{function}` of module `{module}`: parameter {param} at offsets {} ends past the {limit}-byte limit of kernel parameters", hex_range(span))]
+    ParamPastLimit { module: String, function: String, param: usize, span: Range<u64>, limit: u64 },
+    #[error("{item} digest `{digest}` is not 64 lowercase hexadecimal digits")]
+    DigestFormat { item: String, digest: String },
+    #[error("tensor-parallel rank {rank} does not fit world size {world}")]
+    TensorParallel { rank: u32, world: u32 },
+    #[error("{kind} `{name}` of template `{template}` appears more than once")]
+    DuplicateIn { template: String, kind: &'static str, name: String },
+    #[error("expectation of template `{template}` has tolerance {value}, which is not a finite number ≥ 0")]
+    Tolerance { template: String, value: f64 },
+    #[error("node `{node}` of template `{template}`: {what} {dims:?} is outside what a launch allows ({limit})")]
+    LaunchShape { template: String, node: String, what: &'static str, dims: [u32; 3], limit: &'static str },
+    #[error("template `{template}` has no nodes")]
+    EmptyTemplate { template: String },
+    #[error("node `{node}` of template `{template}`: memset value 0x{value:x} does not fit an element of {element_size} bytes")]
+    MemsetValue { template: String, node: String, value: u32, element_size: u32 },
+    #[error("node `{node}` of template `{template}`: parameter byte {offset} lies between parameters and is not zero")]
+    ParamPadding { template: String, node: String, offset: usize },
+    #[error("{item} path `{path}` has an empty, `.` or `..` component")]
+    PathNotCanonical { item: String, path: String },
     #[error("{item} path `{path}` leaves the core directory")]
     PathEscapes { item: String, path: String },
     #[error("{item} path `{path}` goes through a symbolic link")]

@@ -23,12 +23,21 @@ use crate::{
 pub const MAX_ARENA_BYTES: u64 = 1 << 42;
 /// Module images larger than this are refused before they are hashed.
 pub const MAX_MODULE_BYTES: u64 = 1 << 30;
+/// The most kernel parameter bytes a launch may carry (CUDA 12.1 and later, Volta on).
+pub const MAX_PARAM_BYTES: u64 = 32_764;
+/// Launch limits of every device since Volta: grid x, y, z and block x, y, z, threads.
+const MAX_GRID: [u32; 3] = [(1 << 31) - 1, 65_535, 65_535];
+const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+const MAX_THREADS: u64 = 1024;
 
 type Result<T = ()> = std::result::Result<T, E>;
 
 /// Checks the manifest alone: structure, references, layouts, flags and graph shape.
 pub fn manifest(m: &Manifest) -> Result {
     format(&m.format)?;
+    if m.context.tp_world_size == 0 || m.context.tp_rank >= m.context.tp_world_size {
+        return Err(E::TensorParallel { rank: m.context.tp_rank, world: m.context.tp_world_size });
+    }
     arena(&m.arena)?;
     shards(&m.arena, &m.shards)?;
     let buffers = BufferMap::new(&m.arena, &m.buffers)?;
@@ -64,10 +73,20 @@ fn arena(a: &Arena) -> Result {
     Ok(())
 }
 
+/// A SHA-256 as the format writes it: 64 lowercase hexadecimal digits.
+fn digest(item: impl FnOnce() -> String, digest: &str) -> Result {
+    let lower_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    if digest.len() == 64 && digest.chars().all(lower_hex) {
+        return Ok(());
+    }
+    Err(E::DigestFormat { item: item(), digest: digest.chars().take(80).collect() })
+}
+
 fn shards(a: &Arena, shards: &[Shard]) -> Result {
     let mut covered = 0u64;
     for (position, s) in shards.iter().enumerate() {
         let file = || s.file.clone();
+        digest(|| format!("shard {}", s.index), &s.sha256)?;
         if s.index as usize != position {
             return Err(E::ShardIndex { position, index: s.index });
         }
@@ -157,6 +176,7 @@ fn modules(modules: &[Module]) -> Result<ModuleMap<'_>> {
     unique("module", modules.iter().map(|m| m.id.as_str()))?;
     let mut map = HashMap::new();
     for module in modules {
+        digest(|| format!("module `{}`", module.id), &module.sha256)?;
         unique("function", module.functions.iter().map(|f| f.name.as_str()))?;
         for f in &module.functions {
             param_layout(module, f)?;
@@ -172,6 +192,10 @@ fn param_layout(module: &Module, f: &Function) -> Result {
         let span = slot.offset..slot.offset.saturating_add(slot.size);
         if slot.offset < end || slot.size == 0 {
             return Err(E::ParamLayout { module: module.id.clone(), function: f.name.clone(), param, span });
+        }
+        if span.end > MAX_PARAM_BYTES {
+            let (module, function, limit) = (module.id.clone(), f.name.clone(), MAX_PARAM_BYTES);
+            return Err(E::ParamPastLimit { module, function, param, span, limit });
         }
         end = span.end;
     }
@@ -189,7 +213,12 @@ impl TemplateCheck<'_, '_> {
     fn run(&self) -> Result {
         let t = self.template;
         recorded_flags(&t.flags).map_err(|source| E::Flags { template: t.name.clone(), source })?;
+        if t.nodes.is_empty() {
+            return Err(E::EmptyTemplate { template: t.name.clone() });
+        }
         unique("node", t.nodes.iter().map(|n| n.id.as_str()))?;
+        let edges = t.edges.iter().map(|e| format!("{} -> {}", e.from, e.to));
+        self.unique_in("edge", edges)?;
         for node in &t.nodes {
             self.node(&node.id, &node.op)?;
         }
@@ -205,6 +234,10 @@ impl TemplateCheck<'_, '_> {
                 if ![1, 2, 4].contains(&m.element_size) {
                     let element_size = m.element_size;
                     return Err(E::MemsetElement { template: self.name(), node: node.into(), element_size });
+                }
+                if m.element_size < 4 && m.value >> (8 * m.element_size) != 0 {
+                    let (value, element_size) = (m.value, m.element_size);
+                    return Err(E::MemsetValue { template: self.name(), node: node.into(), value, element_size });
                 }
                 self.buffer_range(node, &m.dst, m.count.saturating_mul(m.element_size.into()))
             }
@@ -233,6 +266,11 @@ impl TemplateCheck<'_, '_> {
             let (expected, found) = (f.param_bytes(), k.params.len() as u64);
             return Err(E::ParamBytes { template, node: node_id, function: f.name.clone(), expected, found });
         }
+        self.launch_shape(node, k)?;
+        if let Some(offset) = padding(f).find(|&i| k.params[i] != 0) {
+            return Err(E::ParamPadding { template, node: node_id, offset });
+        }
+        self.unique_in("pointer parameter", k.pointers.iter().map(|p| p.param.to_string()))?;
         for p in &k.pointers {
             let slot = f.params.get(p.param as usize).ok_or_else(|| E::PointerParamIndex {
                 template: template.clone(),
@@ -249,6 +287,29 @@ impl TemplateCheck<'_, '_> {
             let address = u64::from_le_bytes(raw.try_into().expect("slot is 8 bytes"));
             if !p.external && !self.buffers.contains_address(address) {
                 return Err(E::DanglingPointer { template, node: node_id, param: p.param, bytes, address });
+            }
+        }
+        Ok(())
+    }
+
+    fn launch_shape(&self, node: &str, k: &KernelNode) -> Result {
+        let fail = |what, dims, limit| E::LaunchShape { template: self.name(), node: node.into(), what, dims, limit };
+        if k.grid.iter().zip(MAX_GRID).any(|(&d, max)| d == 0 || d > max) {
+            return Err(fail("grid", k.grid, "1 ..= 2147483647 × 65535 × 65535"));
+        }
+        let threads: u64 = k.block.iter().map(|&d| u64::from(d)).product();
+        if k.block.iter().zip(MAX_BLOCK).any(|(&d, max)| d == 0 || d > max) || threads > MAX_THREADS {
+            return Err(fail("block", k.block, "1 ..= 1024 × 1024 × 64, at most 1024 threads"));
+        }
+        Ok(())
+    }
+
+    /// Refuses a name that appears twice among `names`.
+    fn unique_in(&self, kind: &'static str, names: impl Iterator<Item = String>) -> Result {
+        let mut seen = HashSet::new();
+        for name in names {
+            if !seen.insert(name.clone()) {
+                return Err(E::DuplicateIn { template: self.name(), kind, name });
             }
         }
         Ok(())
@@ -326,6 +387,12 @@ impl TemplateCheck<'_, '_> {
     }
 }
 
+/// Byte offsets of a parameter blob that no slot covers.
+fn padding(f: &Function) -> impl Iterator<Item = usize> + '_ {
+    let covered = |i: u64| f.params.iter().any(|s| s.offset <= i && i < s.offset + s.size);
+    (0..f.param_bytes()).filter(move |&i| !covered(i)).map(|i| i as usize)
+}
+
 /// Exactly one source, and a supported value from it.
 pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateFlags, FlagsError> {
     match (flags.explicit, flags.from_executable) {
@@ -336,19 +403,30 @@ pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateF
 }
 
 fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
+    let templates: HashSet<&str> = m.templates.iter().map(|t| t.name.as_str()).collect();
+    unique("expectation of template", m.expectations.iter().map(|e| e.template.as_str()))?;
     for (index, e) in m.expectations.iter().enumerate() {
-        if !m.templates.iter().any(|t| t.name == e.template) {
+        if !templates.contains(e.template.as_str()) {
             return Err(E::ExpectationTarget { index, kind: "template", name: e.template.clone() });
         }
         if let Some(o) = e.outputs.iter().find(|o| !buffers.by_name.contains_key(o.buffer.as_str())) {
             return Err(E::ExpectationTarget { index, kind: "buffer", name: o.buffer.clone() });
         }
+        let mut outputs = HashSet::new();
+        for o in &e.outputs {
+            digest(|| format!("expectation of template `{}` output `{}`", e.template, o.buffer), &o.sha256)?;
+            if !outputs.insert(o.buffer.as_str()) {
+                let (template, name) = (e.template.clone(), o.buffer.clone());
+                return Err(E::DuplicateIn { template, kind: "expected output", name });
+            }
+        }
+        if let Some(value) = e.tolerance.filter(|t| !t.is_finite() || *t < 0.0) {
+            return Err(E::Tolerance { template: e.template.clone(), value });
+        }
     }
     Ok(())
 }
 
-/// Checks the files the manifest names: inside the core, no links, declared sizes (before
-/// reading), and hashes.
 /// Whether [`files`] hashes shard contents now or leaves them to the upload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShardContents {
@@ -357,6 +435,8 @@ pub enum ShardContents {
     HashedOnUpload,
 }
 
+/// Checks the files the manifest names: inside the core, regular files, no links, declared
+/// sizes (before reading), and hashes.
 pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
     for s in &m.shards {
         let sha256 = (shards == ShardContents::Hashed).then_some(s.sha256.as_str());

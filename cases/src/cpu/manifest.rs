@@ -207,7 +207,99 @@ pub fn corruptions() -> Vec<Corruption> {
         row("shard-byte-flipped", |d| flip_byte(d, "shards/000.bin"), invalid!(HashMismatch { .. })),
         row("module-byte-flipped", |d| flip_byte(d, MODULE_FILE), invalid!(HashMismatch { .. })),
         on_disk("manifest-too-large", grow_manifest, |e| matches!(e, CoreError::ManifestTooLarge { .. })),
+        row(
+            "param-slot-past-limit",
+            |d| d.manifest.modules[0].functions[0].params[3].offset = u64::MAX,
+            invalid!(ParamPastLimit { param: 3, .. }),
+        ),
+        row(
+            "param-slot-size-wraps",
+            |d| d.manifest.modules[0].functions[0].params[3].size = u64::MAX - 8,
+            invalid!(ParamPastLimit { param: 3, .. }),
+        ),
+        row("param-padding-not-zero", |d| d.kernel_mut().params[5] = 0xff, invalid!(ParamPadding { offset: 5, .. })),
+        row("grid-zero", |d| d.kernel_mut().grid = [0, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
+        row("block-too-large", |d| d.kernel_mut().block = [1024, 2, 1], invalid!(LaunchShape { what: "block", .. })),
+        row(
+            "pointer-duplicate",
+            |d| d.kernel_mut().pointers.push(pointer(2)),
+            invalid!(DuplicateIn { kind: "pointer parameter", .. }),
+        ),
+        row("edge-duplicate", |d| add_edge(d, "n0", "n1"), invalid!(DuplicateIn { kind: "edge", .. })),
+        row(
+            "template-without-nodes",
+            |d| {
+                let t = &mut d.manifest.templates[0];
+                (t.nodes, t.edges, t.capture_order) = (Vec::new(), Vec::new(), Vec::new());
+            },
+            invalid!(EmptyTemplate { .. }),
+        ),
+        row("memset-value-too-wide", memset_wide_value, invalid!(MemsetValue { value: 0x1ff, element_size: 1, .. })),
+        row(
+            "expectation-duplicate",
+            |d| d.manifest.expectations.push(d.manifest.expectations[0].clone()),
+            invalid!(Duplicate { kind: "expectation of template", .. }),
+        ),
+        row(
+            "expectation-output-duplicate",
+            |d| {
+                let outputs = &mut d.manifest.expectations[0].outputs;
+                outputs.push(outputs[0].clone());
+            },
+            invalid!(DuplicateIn { kind: "expected output", .. }),
+        ),
+        row(
+            "expectation-digest-not-hex",
+            |d| d.manifest.expectations[0].outputs[0].sha256 = "zz".into(),
+            invalid!(DigestFormat { .. }),
+        ),
+        row(
+            "shard-digest-uppercase",
+            |d| d.manifest.shards[0].sha256 = d.manifest.shards[0].sha256.to_uppercase(),
+            invalid!(DigestFormat { .. }),
+        ),
+        row("tolerance-negative", |d| d.manifest.expectations[0].tolerance = Some(-1.0), invalid!(Tolerance { .. })),
+        row(
+            "tp-rank-outside-world",
+            |d| d.manifest.context.tp_rank = 1,
+            invalid!(TensorParallel { rank: 1, world: 1 }),
+        ),
+        row("tp-world-zero", |d| d.manifest.context.tp_world_size = 0, invalid!(TensorParallel { world: 0, .. })),
+        row(
+            "path-dot-component",
+            |d| d.manifest.shards[0].file = "shards/./000.bin".into(),
+            invalid!(PathNotCanonical { .. }),
+        ),
+        row(
+            "path-empty-component",
+            |d| d.manifest.shards[0].file = "shards//000.bin".into(),
+            invalid!(PathNotCanonical { .. }),
+        ),
+        on_disk("shard-is-directory", shard_directory, invalid!(NotAFile { kind: "a directory", .. })),
+        on_disk("shard-is-fifo", shard_fifo, invalid!(NotAFile { kind: "a special file", .. })),
     ]
+}
+
+fn memset_wide_value(d: &mut CoreDraft) {
+    with_node(d, 0, |op| match op {
+        NodeOp::Memset(m) => (m.element_size, m.value) = (1, 0x1ff),
+        _ => unreachable!("node 0 of the sample is a memset"),
+    })
+}
+
+/// Replaces shard 1 with a directory of the same name.
+fn shard_directory(dir: &Path) {
+    let shard = dir.join("shards/001.bin");
+    fs::remove_file(&shard).expect("remove shard");
+    fs::create_dir(&shard).expect("make a directory");
+}
+
+/// Replaces shard 1 with a FIFO, which would block a reader forever.
+fn shard_fifo(dir: &Path) {
+    let shard = dir.join("shards/001.bin");
+    fs::remove_file(&shard).expect("remove shard");
+    let made = std::process::Command::new("mkfifo").arg(&shard).status().expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
 }
 
 fn pointer(param: u32) -> PointerParam {

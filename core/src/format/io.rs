@@ -93,6 +93,10 @@ pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf
     if relative.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
         return Err(escapes());
     }
+    // `Path::components` quietly drops `.`, empty components and a trailing `/`.
+    if relative.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(ValidationError::PathNotCanonical { item: item.into(), path: relative.into() });
+    }
     let mut path = dir.to_owned();
     let last = rel.components().count();
     for (i, component) in rel.components().enumerate() {

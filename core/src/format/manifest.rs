@@ -131,7 +131,7 @@ pub struct Function {
 impl Function {
     /// Bytes a kernel node's parameter blob must hold: the end of the last slot.
     pub fn param_bytes(&self) -> u64 {
-        self.params.iter().map(|p| p.offset + p.size).max().unwrap_or(0)
+        self.params.iter().map(|p| p.offset.saturating_add(p.size)).max().unwrap_or(0)
     }
 }
 
