@@ -159,11 +159,15 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: OutputFormat,
     /// Noise threshold for metric changes, in percent.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = parse_percent)]
     pub threshold: f64,
     /// A per-metric threshold, NAME=PERCENT (repeatable).
     #[arg(long = "metric-threshold", value_name = "NAME=PERCENT", value_parser = parse_metric_threshold)]
     pub metric_thresholds: Vec<(String, f64)>,
+    /// Let cases of the baseline be absent from the new run (a run filtered on purpose);
+    /// without it, an absent case fails the gate.
+    #[arg(long)]
+    pub allow_removed: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -174,7 +178,15 @@ pub enum OutputFormat {
 
 fn parse_metric_threshold(s: &str) -> Result<(String, f64), String> {
     let (name, pct) = s.split_once('=').ok_or("expected NAME=PERCENT")?;
-    Ok((name.to_owned(), pct.parse().map_err(|_| format!("`{pct}` is not a number"))?))
+    Ok((name.to_owned(), parse_percent(pct)?))
+}
+
+/// A finite percentage ≥ 0: NaN or infinity would hide every change.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(format!("`{s}` is not a finite percentage ≥ 0")),
+    }
 }
 
 #[derive(Debug, Args)]

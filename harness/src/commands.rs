@@ -3,13 +3,13 @@
 use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
-use gnomon_reports::{compare, exit_codes, merge, render, summary, Report, Thresholds};
+use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, Report, Thresholds};
 
 use crate::cli::{CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs};
 
 fn load(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
-    Report::from_json(&text).map_err(|e| format!("parse {}: {e}", path.display()))
+    Report::parse(&text).map_err(|e| format!("read {}: {e}", path.display()))
 }
 
 /// Runs a command that either succeeds with an exit code or fails with a message.
@@ -22,12 +22,16 @@ pub fn exit(result: Result<i32, String>) -> i32 {
 
 pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
     let (base, new) = (load(&args.base)?, load(&args.new)?);
+    let measured = |name: &str| [&base, &new].iter().any(|r| r.cases.iter().any(|c| c.metrics.contains_key(name)));
+    if let Some((name, _)) = args.metric_thresholds.iter().find(|(name, _)| !measured(name)) {
+        return Err(format!("--metric-threshold {name}: neither report has a metric of that name"));
+    }
     let thresholds = Thresholds {
         default_pct: args.threshold,
         per_metric: args.metric_thresholds.iter().cloned().collect(),
         ..Thresholds::default()
     };
-    let comparison = compare(&base, &new, &thresholds);
+    let comparison = compare(&base, &new, &Gate { thresholds, allow_removed: args.allow_removed });
     match args.format {
         OutputFormat::Markdown => print!("{}", comparison.to_markdown()),
         OutputFormat::Json => print!("{}", comparison.to_json()),

@@ -54,7 +54,33 @@ fn baseline_against_itself_passes_and_a_regression_is_named() {
     let regressed = gnomon(&["compare", BASELINE, changed.to_str().unwrap()]);
     assert_eq!(regressed.status.code(), Some(exit_codes::REGRESSION));
     let text = String::from_utf8_lossy(&regressed.stdout);
-    assert!(text.contains("Regression `replay/decode/cap=64MiB/handover=exit`: passed → failed"), "{text}");
+    assert!(text.contains("regression `replay/decode/cap=64MiB/handover=exit`: passed → failed"), "{text}");
+}
+
+#[test]
+fn compare_refuses_thresholds_that_would_hide_changes() {
+    for bad in [["--threshold", "NaN"], ["--threshold", "inf"], ["--metric-threshold", "export-s=-1"]] {
+        let refused = gnomon(&["compare", BASELINE, BASELINE, bad[0], bad[1]]);
+        assert_eq!(refused.status.code(), Some(exit_codes::USAGE), "{bad:?} was accepted");
+    }
+    let unknown = gnomon(&["compare", BASELINE, BASELINE, "--metric-threshold", "no-such-metric=5"]);
+    assert_eq!(unknown.status.code(), Some(exit_codes::USAGE));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no-such-metric"));
+}
+
+#[test]
+fn merge_refuses_parts_of_different_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one = run_cpu(&tmp.path().join("one"), Some("hash:1/2"));
+    let mut two = run_cpu(&tmp.path().join("two"), Some("hash:2/2"));
+    two.environment.harness_commit = "0123456789ab".into();
+    std::fs::write(tmp.path().join("two/report.json"), two.to_json()).unwrap();
+    let parts = [tmp.path().join("one/report.json"), tmp.path().join("two/report.json")];
+    let out = tmp.path().join("merged");
+    let merged =
+        gnomon(&["merge", parts[0].to_str().unwrap(), parts[1].to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(merged.status.code(), Some(exit_codes::USAGE));
+    assert!(String::from_utf8_lossy(&merged.stderr).contains("harness commit"), "{}", one.run.id);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::{CaseId, CaseRecord, Environment, Report, Status};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransitionKind {
-    /// Was not failing, now fails the run.
+    /// Was not failing (or absent), now fails the run.
     Regression,
     /// Was failing the run, now passes.
     Fix,
@@ -21,6 +21,21 @@ pub enum TransitionKind {
     Removed,
     /// Any other change of status (passed → flaky, blocked → passed, …).
     Changed,
+}
+
+impl TransitionKind {
+    /// The words a reader sees.
+    pub fn label(self) -> &'static str {
+        match self {
+            TransitionKind::Regression => "regression",
+            TransitionKind::Fix => "fix",
+            TransitionKind::NewlyBlocked => "newly blocked",
+            TransitionKind::NewlySkipped => "newly skipped",
+            TransitionKind::Added => "added",
+            TransitionKind::Removed => "removed",
+            TransitionKind::Changed => "changed",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,6 +78,20 @@ pub struct Comparison {
     pub transitions: Vec<Transition>,
     pub metric_changes: Vec<MetricChange>,
     pub environment: Vec<EnvironmentDifference>,
+    /// The new run ended before every selected case had a result.
+    #[serde(default)]
+    pub new_incomplete: bool,
+    /// Whether cases absent from the new run are accepted (`--allow-removed`).
+    #[serde(default)]
+    pub removed_allowed: bool,
+}
+
+/// How `compare` judges: noise thresholds for metrics, and whether a case that is in the
+/// baseline but not in the new run (a filtered or crashed run) may pass the gate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gate {
+    pub thresholds: Thresholds,
+    pub allow_removed: bool,
 }
 
 /// Noise thresholds in percent (a default and per-metric overrides), and per unit an
@@ -87,7 +116,8 @@ impl Thresholds {
     }
 }
 
-pub fn compare(base: &Report, new: &Report, thresholds: &Thresholds) -> Comparison {
+pub fn compare(base: &Report, new: &Report, gate: &Gate) -> Comparison {
+    let thresholds = &gate.thresholds;
     let index =
         |r: &Report| -> BTreeMap<CaseId, CaseRecord> { r.cases.iter().map(|c| (c.id.clone(), c.clone())).collect() };
     let (old, current) = (index(base), index(new));
@@ -117,12 +147,15 @@ pub fn compare(base: &Report, new: &Report, thresholds: &Thresholds) -> Comparis
         transitions,
         metric_changes,
         environment: environment_differences(&base.environment, &new.environment),
+        new_incomplete: !new.run.complete,
+        removed_allowed: gate.allow_removed,
     }
 }
 
 fn classify(base: Option<Status>, new: Option<Status>) -> Option<TransitionKind> {
     use TransitionKind::*;
     Some(match (base, new) {
+        (None, Some(n)) if n.fails_run() => Regression,
         (None, Some(_)) => Added,
         (Some(_), None) => Removed,
         (Some(b), Some(n)) if b == n => return None,
@@ -167,7 +200,7 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, thresholds: &Thresholds) -
 fn environment_differences(base: &Environment, new: &Environment) -> Vec<EnvironmentDifference> {
     let gpus =
         |e: &Environment| e.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect::<Vec<_>>().join(", ");
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+    let opt = |v: &Option<String>| v.clone().filter(|v| !v.is_empty()).unwrap_or_else(|| "none".into());
     let fields = [
         ("host", base.host.clone(), new.host.clone()),
         ("cpu", base.cpu.clone(), new.cpu.clone()),
@@ -178,16 +211,27 @@ fn environment_differences(base: &Environment, new: &Environment) -> Vec<Environ
         ("driver-release", opt(&base.driver_release), opt(&new.driver_release)),
         ("nvrtc-version", opt(&base.nvrtc_version), opt(&new.nvrtc_version)),
     ];
+    let shown = |v: String| if v.is_empty() { "none".to_owned() } else { v };
     fields
         .into_iter()
         .filter(|(_, b, n)| b != n)
-        .map(|(field, base, new)| EnvironmentDifference { field: field.into(), base, new })
+        .map(|(field, base, new)| EnvironmentDifference { field: field.into(), base: shown(base), new: shown(new) })
         .collect()
 }
 
 impl Comparison {
+    /// The transitions that fail the gate: regressions, and removed cases unless allowed.
+    pub fn failing(&self) -> impl Iterator<Item = &Transition> {
+        self.transitions.iter().filter(|t| match t.kind {
+            TransitionKind::Regression => true,
+            TransitionKind::Removed => !self.removed_allowed,
+            _ => false,
+        })
+    }
+
+    /// Whether the new run fails the gate: a failing transition, or an incomplete run.
     pub fn has_regression(&self) -> bool {
-        self.transitions.iter().any(|t| t.kind == TransitionKind::Regression)
+        self.new_incomplete || self.failing().next().is_some()
     }
 
     pub fn to_json(&self) -> String {
@@ -196,15 +240,14 @@ impl Comparison {
 
     pub fn to_markdown(&self) -> String {
         let mut out = format!("# Comparison `{}` → `{}`\n\n", self.base_run, self.new_run);
-        let verdict = if self.has_regression() { "**regressions found**" } else { "no regression" };
-        let _ = writeln!(out, "Verdict: {verdict}.\n\n## Status transitions\n");
+        let _ = writeln!(out, "Verdict: {}.\n\n## Status transitions\n", self.verdict());
         if self.transitions.is_empty() {
             out.push_str("None.\n");
         }
         let show = |s: Option<Status>| s.map(|s| s.to_string()).unwrap_or_else(|| "absent".into());
         for t in &self.transitions {
             let reason = t.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-            let _ = writeln!(out, "- {:?} `{}`: {} → {}{reason}", t.kind, t.case, show(t.base), show(t.new));
+            let _ = writeln!(out, "- {} `{}`: {} → {}{reason}", t.kind.label(), t.case, show(t.base), show(t.new));
         }
         let _ = writeln!(out, "\n## Metric changes beyond noise\n");
         if self.metric_changes.is_empty() {
@@ -214,7 +257,13 @@ impl Comparison {
             let _ = writeln!(
                 out,
                 "- `{}` {}: {} → {} {} ({:+.1} %, threshold {} %)",
-                m.case, m.metric, m.base, m.new, m.unit, m.change_pct, m.threshold_pct
+                m.case,
+                m.metric,
+                figure(m.base),
+                figure(m.new),
+                m.unit,
+                m.change_pct,
+                m.threshold_pct
             );
         }
         let _ = writeln!(out, "\n## Environment differences\n");
@@ -225,5 +274,42 @@ impl Comparison {
             let _ = writeln!(out, "- {}: `{}` → `{}`", e.field, e.base, e.new);
         }
         out
+    }
+}
+
+impl Comparison {
+    fn verdict(&self) -> String {
+        let mut reasons = Vec::new();
+        let count = |kind| self.failing().filter(|t| t.kind == kind).count();
+        let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        if count(TransitionKind::Regression) > 0 {
+            reasons.push(plural(count(TransitionKind::Regression), "regression", "regressions"));
+        }
+        if count(TransitionKind::Removed) > 0 {
+            let absent = plural(count(TransitionKind::Removed), "case", "cases");
+            reasons.push(format!(
+                "{absent} of the baseline absent (pass --allow-removed if the run was filtered on purpose)"
+            ));
+        }
+        if self.new_incomplete {
+            reasons.push("the new run is incomplete".into());
+        }
+        match reasons.is_empty() {
+            true => "no regression".into(),
+            false => format!("**fails the gate**: {}", reasons.join("; ")),
+        }
+    }
+}
+
+/// A measured value with four significant digits, as a person reads it.
+fn figure(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    let text = format!("{v:.decimals$}");
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+        false => text,
     }
 }

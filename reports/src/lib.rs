@@ -15,7 +15,9 @@ pub mod render;
 mod summary;
 
 pub use claims::verdicts;
-pub use compare::{compare, Comparison, EnvironmentDifference, MetricChange, Thresholds, Transition, TransitionKind};
+pub use compare::{
+    compare, Comparison, EnvironmentDifference, Gate, MetricChange, Thresholds, Transition, TransitionKind,
+};
 pub use groups::{group, not_run, Group};
 pub use merge::{merge, MergeError};
 pub use model::*;

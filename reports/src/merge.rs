@@ -19,12 +19,15 @@ pub enum MergeError {
     MissingPartitions(Vec<String>),
     #[error("{} cases of the catalogue are in no report: {}", .0.len(), .0.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))]
     MissingCases(Vec<CaseId>),
+    #[error("parts disagree on {field}: `{first}` in {first_run}, `{other}` in {other_run}")]
+    Mismatch { field: &'static str, first: String, first_run: String, other: String, other_run: String },
 }
 
 /// Joins `parts`; every case of `expected` must be in exactly one part.
 pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError> {
     let first = parts.first().ok_or(MergeError::Empty)?;
     check_partitions(parts)?;
+    check_same_build_and_machine(parts)?;
     let mut owner: BTreeMap<&CaseId, &str> = BTreeMap::new();
     for part in parts {
         for case in &part.cases {
@@ -51,6 +54,33 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
     };
     let cases = parts.iter().flat_map(|p| p.cases.iter().cloned()).collect();
     Ok(Report::new(run, first.subject.clone(), first.environment.clone(), cases))
+}
+
+/// Parts of one run come from one build on one kind of machine: the harness and the
+/// subject, the GPUs, the driver and NVRTC must agree (host names may differ).
+fn check_same_build_and_machine(parts: &[Report]) -> Result<(), MergeError> {
+    let facts = |r: &Report| {
+        let e = &r.environment;
+        let gpus = e.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect::<Vec<_>>().join(", ");
+        [
+            ("harness commit", e.harness_commit.clone()),
+            ("subject commit", r.subject.commit.clone()),
+            ("GPUs", gpus),
+            ("driver", format!("{:?} {:?}", e.driver_release, e.driver_version)),
+            ("NVRTC", format!("{:?}", e.nvrtc_version)),
+            ("profile", r.run.profile.clone()),
+        ]
+    };
+    let first = &parts[0];
+    for other in &parts[1..] {
+        for ((field, a), (_, b)) in facts(first).into_iter().zip(facts(other)) {
+            if a != b {
+                let (first_run, other_run) = (first.run.id.clone(), other.run.id.clone());
+                return Err(MergeError::Mismatch { field, first: a, first_run, other: b, other_run });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Partitioned parts must share N and cover 1..=N.

@@ -259,6 +259,22 @@ impl Report {
         serde_json::from_str(text)
     }
 
+    /// Reads a report as a gate must: a schema version this crate reads, and totals and
+    /// claims derived again from the cases, never taken on the file's word.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let r = Self::from_json(text).map_err(|e| e.to_string())?;
+        if !(1..=SCHEMA_VERSION).contains(&r.schema_version) {
+            return Err(format!(
+                "schema version {} is not one this gnomon reads (1..={SCHEMA_VERSION})",
+                r.schema_version
+            ));
+        }
+        let problems = r.expectation_problems;
+        let mut derived = Self::new(r.run, r.subject, r.environment, r.cases);
+        derived.expectation_problems = problems;
+        Ok(derived)
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report always serializes") + "\n"
     }
