@@ -72,13 +72,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub report_dir: Option<PathBuf>,
     /// Refuse to run unless a GPU of this arch (for example sm_90) is present.
-    #[arg(long, value_name = "ARCH")]
+    #[arg(long, value_name = "ARCH", value_parser = parse_arch)]
     pub require_arch: Option<String>,
-    /// Time limit for each case run in a child process.
-    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    /// Time limit for each case run in a child process (1s to 24h).
+    #[arg(long, default_value = "120s", value_parser = parse_timeout)]
     pub case_timeout: Duration,
-    /// Run a failing case up to N more times; one that then passes is reported flaky.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    /// Run a failing case up to N more times (at most 10); one that then passes is reported flaky.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10))]
     pub retries: u32,
     /// Name recorded as the run's profile; `nightly` also runs the 8 GiB replay/model-scale-nightly family.
     #[arg(long, default_value = "default")]
@@ -101,6 +101,9 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn into_config(self) -> Result<RunConfig, String> {
+        if self.libtest.test_threads == Some(0) {
+            return Err("--test-threads must be at least 1".into());
+        }
         let text = match &self.expectations {
             Some(path) => std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?,
             None => gnomon_cases::expectations::DEFAULT.to_owned(),
@@ -117,8 +120,27 @@ impl RunArgs {
             partition: self.partition,
             expectations: Expectations::parse(&text)?,
             libtest: self.libtest,
+            empty_selection_fails: true,
         })
     }
+}
+
+/// `sm_` and the compute capability's digits, as the report writes arches.
+fn parse_arch(s: &str) -> Result<String, String> {
+    match s.strip_prefix("sm_") {
+        Some(digits) if !digits.is_empty() && digits.len() <= 4 && digits.chars().all(|c| c.is_ascii_digit()) => {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!("`{s}` is not an arch such as sm_90")),
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
+        return Err(format!("`{s}` is outside 1s ..= 24h"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]

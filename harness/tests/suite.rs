@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         partition: None,
         expectations: gnomon_cases::expectations::Expectations::parse(gnomon_cases::expectations::DEFAULT)
             .expect("the built-in expectations parse"),
+        empty_selection_fails: false,
     };
     ExitCode::from(gnomon::runner::run(config) as u8)
 }

@@ -34,6 +34,9 @@ pub struct RunConfig {
     /// Run only this runner's share of the catalogue.
     pub partition: Option<Partition>,
     pub expectations: Expectations,
+    /// Whether selecting no case is an error (`gnomon run`), or libtest's quiet success
+    /// (`cargo test`, which hands every test binary the same filter).
+    pub empty_selection_fails: bool,
 }
 
 /// Runs the catalogue and returns the process exit code.
@@ -99,6 +102,14 @@ pub fn run(config: RunConfig) -> i32 {
         selected.push((case, unmet));
     }
     let isolated = selected.iter().filter(|(c, u)| u.is_none() && c.isolation == Isolation::ChildProcess).count();
+    if selected.is_empty() && config.empty_selection_fails {
+        eprintln!("gnomon: no case matches {}", describe_filters(&config.libtest));
+        return exit_codes::USAGE;
+    }
+    if let Err(e) = sink.start() {
+        eprintln!("gnomon: cannot write the report to {}: {e}", dir.display());
+        return exit_codes::USAGE;
+    }
     console::header(&env, &dir, &not_running);
     not_running.into_iter().for_each(|record| sink.add(record));
     let policy = Arc::new(Policy {
@@ -192,6 +203,15 @@ fn outcome(record: &CaseRecord) -> Result<Completion, Failed> {
             let stderr = record.stderr.as_deref().map(|s| format!("\n--- child output ---\n{s}")).unwrap_or_default();
             Err(format!("{status}: {reason}{stderr}").into())
         }
+    }
+}
+
+fn describe_filters(args: &Arguments) -> String {
+    let filters = filters(args);
+    if filters.is_empty() {
+        "(no filter: the catalogue is empty for this partition)".into()
+    } else {
+        filters.join(" ")
     }
 }
 

@@ -19,6 +19,13 @@ impl ReportSink {
         Self { dir, started: Instant::now(), run, subject, environment, records: Mutex::new(Vec::new()) }
     }
 
+    /// Writes the report with no case yet, so an unwritable directory is found before the
+    /// first case runs, and a run that dies at once still leaves a report.
+    pub fn start(&self) -> std::io::Result<()> {
+        let empty = self.report(Vec::new(), false);
+        gnomon_reports::write_atomically(&self.dir.join("report.json"), empty.to_json().as_bytes())
+    }
+
     pub fn add(&self, record: CaseRecord) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         records.push(record);
