@@ -7,6 +7,8 @@ use crate::{Case, Verdict};
 
 /// Where `mock/flaky` keeps its attempt counter between child processes.
 pub const FLAKY_STATE_ENV: &str = "GNOMON_MOCK_FLAKY_STATE";
+/// Where `mock/hang-with-helper` writes the process id of the helper it starts.
+pub const HELPER_PID_ENV: &str = "GNOMON_MOCK_HELPER_PID";
 
 fn mock(id: &str, body: impl Fn(&mut crate::Ctx) -> Result<(), Verdict> + Send + Sync + 'static) -> Case {
     Case::new(id, "mock", body).isolated()
@@ -26,6 +28,19 @@ pub fn cases() -> Vec<Case> {
         }),
         mock("mock/hang", |_| loop {
             std::thread::sleep(Duration::from_secs(3600));
+        }),
+        // Like an exit-handover replay case whose exporter hangs: the helper must end with
+        // the case, or it would keep the GPU.
+        mock("mock/hang-with-helper", |_| {
+            let pid_file = std::env::var_os(HELPER_PID_ENV)
+                .map(PathBuf::from)
+                .ok_or_else(|| Verdict::Blocked(format!("{HELPER_PID_ENV} is not set")))?;
+            let helper = std::process::Command::new("sleep").arg("3600").spawn();
+            let helper = helper.map_err(|e| Verdict::Blocked(format!("start the helper: {e}")))?;
+            fs::write(pid_file, helper.id().to_string()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
         }),
         mock("mock/flaky", |_| {
             let state = std::env::var_os(FLAKY_STATE_ENV)

@@ -14,6 +14,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use super::{
     console,
     executor::{execute, ChildSpec},
+    signal,
     sink::ReportSink,
 };
 use crate::environment;
@@ -106,6 +107,7 @@ pub fn run(config: RunConfig) -> i32 {
         eprintln!("gnomon: no case matches {}", describe_filters(&config.libtest));
         return exit_codes::USAGE;
     }
+    signal::install();
     if let Err(e) = sink.start() {
         eprintln!("gnomon: cannot write the report to {}: {e}", dir.display());
         return exit_codes::USAGE;
@@ -125,9 +127,14 @@ pub fn run(config: RunConfig) -> i32 {
         trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink)).with_ignored_flag(ignored)
     });
     let conclusion = libtest_mimic::run(&config.libtest, trials.collect());
-    match sink.finish(|records| policy.expectations.problems(records, &policy.env)) {
+    let complete = !signal::cancelled();
+    match sink.finish(complete, |records| policy.expectations.problems(records, &policy.env)) {
         Ok(report) => {
             console::closing(&report, &dir);
+            if !complete {
+                eprintln!("gnomon: cancelled: the report covers the {} cases that finished", report.cases.len());
+                return exit_codes::CASES_FAILED;
+            }
             if report.fails_run() || conclusion.has_failed() {
                 return exit_codes::CASES_FAILED;
             }
@@ -153,8 +160,12 @@ struct Policy {
 
 fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<ReportSink>) -> Trial {
     Trial::ignorable_test(case.id.to_string(), move || {
-        let mut record = match unmet {
-            Some(reason) => case.record(Status::Skipped, Some(reason)),
+        let cancelled = || Ok(Completion::ignored_with("cancelled"));
+        if signal::cancelled() {
+            return cancelled();
+        }
+        let record = match unmet {
+            Some(reason) => Some(case.record(Status::Skipped, Some(reason))),
             None if case.isolation == Isolation::InProcess => attempt(&case, &policy),
             None => {
                 let gpu_case = case.requires != Requirement::Nothing;
@@ -165,6 +176,7 @@ fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<Repor
                 record
             }
         };
+        let Some(mut record) = record else { return cancelled() };
         policy.expectations.apply(&mut record, &policy.env);
         let outcome = outcome(&record);
         sink.add(record);
@@ -172,15 +184,16 @@ fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<Repor
     })
 }
 
-/// Runs a case, retrying failures; a case that passes after failing is flaky.
-fn attempt(case: &Case, policy: &Policy) -> CaseRecord {
-    let first = execute(case, &policy.child);
+/// Runs a case, retrying failures; a case that passes after failing is flaky. `None`
+/// when the run was cancelled before the case had a result.
+fn attempt(case: &Case, policy: &Policy) -> Option<CaseRecord> {
+    let first = execute(case, &policy.child)?;
     let mut last = first.clone();
     for attempt in 2..=policy.retries + 1 {
         if !last.status.fails_run() {
             break;
         }
-        last = execute(case, &policy.child);
+        last = execute(case, &policy.child)?;
         last.attempts = attempt;
         if last.status == Status::Passed {
             last.status = Status::Flaky;
@@ -191,7 +204,7 @@ fn attempt(case: &Case, policy: &Policy) -> CaseRecord {
             ));
         }
     }
-    last
+    Some(last)
 }
 
 fn outcome(record: &CaseRecord) -> Result<Completion, Failed> {

@@ -4,6 +4,7 @@
 use std::{
     fs,
     io::{Read, Seek, SeekFrom},
+    os::unix::process::CommandExt,
     path::Path,
     process::{Command, Stdio},
     sync::atomic::{AtomicBool, Ordering},
@@ -12,7 +13,10 @@ use std::{
 
 use gnomon_cases::{catalogue, Case, CatalogueOptions, Isolation};
 use gnomon_reports::{exit_codes, CaseRecord, Status};
+use nix::sys::signal::Signal;
 use wait_timeout::ChildExt;
+
+use super::signal;
 
 /// Bytes of a child's output kept in the report: the start (where a panic message is)
 /// and the end (where the last words are).
@@ -26,24 +30,42 @@ pub struct ChildSpec {
     pub timeout: Duration,
 }
 
-pub fn execute(case: &Case, child: &ChildSpec) -> CaseRecord {
+/// Runs `case`; `None` when the run was cancelled before the case had a result.
+pub fn execute(case: &Case, child: &ChildSpec) -> Option<CaseRecord> {
     match case.isolation {
-        Isolation::InProcess => case.execute(),
+        Isolation::InProcess => Some(case.execute()),
         Isolation::ChildProcess => in_child(case, child),
     }
 }
 
-fn in_child(case: &Case, spec: &ChildSpec) -> CaseRecord {
+fn in_child(case: &Case, spec: &ChildSpec) -> Option<CaseRecord> {
     let started = Instant::now();
-    spawn_and_wait(case, spec).unwrap_or_else(|mut record| {
-        record.duration_s = started.elapsed().as_secs_f64();
-        *record
-    })
+    match spawn_and_wait(case, spec) {
+        Ok(record) => Some(record),
+        Err(Ended::Cancelled) => None,
+        Err(Ended::Without(mut record)) => {
+            record.duration_s = started.elapsed().as_secs_f64();
+            Some(*record)
+        }
+    }
 }
 
-/// `Ok` holds the child's own record; `Err` one made here because the child gave none.
-fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseRecord>> {
-    let blocked = |what: &str, e: std::io::Error| Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}"))));
+/// Why a child gave no record of its own.
+enum Ended {
+    Cancelled,
+    /// A record made here: the child crashed, hung, or could not start.
+    Without(Box<CaseRecord>),
+}
+
+/// How often a waiting runner looks for a cancellation.
+const POLL: Duration = Duration::from_millis(100);
+
+/// `Ok` holds the child's own record. The child runs in a process group of its own, so a
+/// timeout or a cancel ends it with every helper it started (an exporter, a replayer).
+fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Ended> {
+    let blocked = |what: &str, e: std::io::Error| {
+        Ended::Without(Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}")))))
+    };
     let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
     let mut output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
     let output_for_stdout = output.try_clone().map_err(|e| blocked("no output file", e))?;
@@ -55,25 +77,46 @@ fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Box<CaseR
         .stdin(Stdio::null())
         .stdout(output_for_stdout)
         .stderr(output.try_clone().map_err(|e| blocked("no output file", e))?)
+        .process_group(0)
         .spawn()
         .map_err(|e| blocked(&format!("could not start {}", spec.exe.display()), e))?;
-    let status = match child.wait_timeout(spec.timeout) {
-        Ok(Some(status)) => status,
-        Ok(None) | Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
+    let group = signal::Group::register(child.id());
+    let deadline = Instant::now() + spec.timeout;
+    let status = loop {
+        if let Ok(Some(status)) = child.wait_timeout(POLL) {
+            break status;
+        }
+        if signal::cancelled() {
+            end(&mut child, &group);
+            return Err(Ended::Cancelled);
+        }
+        if Instant::now() >= deadline {
+            end(&mut child, &group);
             let reason = format!("no result within {}", humantime::format_duration(spec.timeout));
-            return Err(with_output(case.record(Status::TimedOut, Some(reason)), &mut output));
+            return Err(Ended::Without(with_output(case.record(Status::TimedOut, Some(reason)), &mut output)));
         }
     };
+    drop(group);
     let parsed = fs::read_to_string(result_file.path()).ok().and_then(|t| serde_json::from_str::<CaseRecord>(&t).ok());
     match parsed {
         Some(record) if status.success() => Ok(record),
         _ => {
             let reason = format!("child process ended without a result: {}", describe_exit(status));
-            Err(with_output(case.record(Status::Crashed, Some(reason)), &mut output))
+            Err(Ended::Without(with_output(case.record(Status::Crashed, Some(reason)), &mut output)))
         }
     }
+}
+
+/// Ends a child's whole process group: SIGTERM, a grace period, then SIGKILL.
+fn end(child: &mut std::process::Child, group: &signal::Group) {
+    group.signal(Signal::SIGTERM);
+    if !matches!(child.wait_timeout(signal::GRACE), Ok(Some(_))) {
+        group.signal(Signal::SIGKILL);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // Helpers of the group may outlive the child by a moment; make sure none stays.
+    group.signal(Signal::SIGKILL);
 }
 
 fn with_output(mut record: CaseRecord, output: &mut fs::File) -> Box<CaseRecord> {

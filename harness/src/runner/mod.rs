@@ -1,10 +1,12 @@
 //! The runner. `dispatch` turns the catalogue into libtest trials, applies retries and
 //! collects records; `executor` runs one case, in this process or in a child with a time
-//! limit; `console` prints the header, progress and closing line; `sink` keeps the report on disk, rewritten atomically after every case.
+//! limit, ending its whole process group on a timeout or a cancel; `signal` handles
+//! Ctrl-C; `console` prints the header, progress and closing line; `sink` keeps the report on disk, rewritten atomically after every case.
 
 mod console;
 mod dispatch;
 mod executor;
+mod signal;
 mod sink;
 
 pub use dispatch::{run, RunConfig};

@@ -35,11 +35,15 @@ impl ReportSink {
         }
     }
 
-    /// Writes the complete report, with the expectation problems `problems` finds in its
-    /// records, and its renderings; returns it.
-    pub fn finish(&self, problems: impl FnOnce(&[CaseRecord]) -> Vec<String>) -> std::io::Result<Report> {
+    /// Writes the final report (`complete` unless the run was cancelled), with the
+    /// expectation problems `problems` finds in its records, and its renderings.
+    pub fn finish(
+        &self,
+        complete: bool,
+        problems: impl FnOnce(&[CaseRecord]) -> Vec<String>,
+    ) -> std::io::Result<Report> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut report = self.report(records, true);
+        let mut report = self.report(records, complete);
         report.expectation_problems = problems(&report.cases);
         render::write_all(&report, &self.dir)?;
         Ok(report)
