@@ -108,7 +108,7 @@ fn a_timeout_ends_the_helpers_a_case_started() {
 #[test]
 fn sigint_writes_every_report_and_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = mocks(dir.path(), "60s", &["--exact", "mock/hang-with-helper"])
+    let child = mocks(dir.path(), "60s", &["--exact", "mock/hang-with-helper"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
