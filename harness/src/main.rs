@@ -7,8 +7,18 @@ use gnomon::{
 };
 
 fn main() -> ExitCode {
+    // A panic that escapes to here is a bug in gnomon, not a verdict: its own exit code.
+    // (Case bodies catch their own panics and report the case failed.)
+    let code = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+        eprintln!("gnomon: internal error (a bug in gnomon, not a verdict on the subject); please report it");
+        gnomon_reports::exit_codes::INTERNAL_ERROR
+    });
+    ExitCode::from(code as u8)
+}
+
+fn run() -> i32 {
     let cli = Cli::parse();
-    let code = match cli.command {
+    match cli.command {
         Command::Run(args) => match args.into_config() {
             Ok(config) => gnomon::runner::run(config),
             Err(e) => commands::exit(Err(e)),
@@ -22,6 +32,5 @@ fn main() -> ExitCode {
             gnomon_cases::replay::export_command(&args.workload, args.cap, &args.dir, args.result.as_deref())
         }
         Command::RunCase(args) => gnomon::runner::child_main(&args.case, &args.result_file),
-    };
-    ExitCode::from(code as u8)
+    }
 }

@@ -10,3 +10,6 @@ pub const CASES_FAILED: i32 = 101;
 pub const USAGE: i32 = 2;
 /// A precondition of the whole run failed (for example `--require-arch` on another arch).
 pub const PRECONDITION: i32 = 3;
+/// Gnomon itself failed (a panic outside any case body): a bug to report, never a verdict
+/// on the subject. Distinct from 101, which a panic would otherwise share.
+pub const INTERNAL_ERROR: i32 = 70;
