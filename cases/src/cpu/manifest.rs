@@ -277,7 +277,26 @@ pub fn corruptions() -> Vec<Corruption> {
         ),
         on_disk("shard-is-directory", shard_directory, invalid!(NotAFile { kind: "a directory", .. })),
         on_disk("shard-is-fifo", shard_fifo, invalid!(NotAFile { kind: "a special file", .. })),
+        Corruption {
+            slug: "param-hex-uppercase",
+            // 0xab in the float's slot gives the hex text letters to spell in uppercase.
+            corrupt: |d| d.kernel_mut().params[0] = 0xab,
+            on_disk: uppercase_params,
+            expected: |e| matches!(e, CoreError::Parse { source, .. } if source.to_string().contains("lowercase")),
+        },
     ]
+}
+
+/// Spells the first kernel node's parameter bytes in uppercase hex.
+fn uppercase_params(dir: &Path) {
+    let path = dir.join(MANIFEST_FILE);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&fs::read(&path).expect("read manifest")).expect("parse manifest");
+    let node = &mut value["templates"][0]["nodes"][1]["op"]["params"];
+    let upper = node.as_str().expect("node 1 of the sample is a kernel").to_uppercase();
+    assert!(upper.chars().any(|c| c.is_ascii_uppercase()), "the sample's parameters have hex letters");
+    *node = upper.into();
+    fs::write(&path, value.to_string()).expect("write manifest");
 }
 
 fn memset_wide_value(d: &mut CoreDraft) {

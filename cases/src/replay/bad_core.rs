@@ -17,11 +17,19 @@ use crate::{ensure, refused, Case, Verdict};
 
 const CLAIM: &str = "bad-core-refused";
 
-fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
+/// Breaks an exported core in `dir` and checks it is refused.
+type Breaker = fn(&Path) -> Result<(), Verdict>;
+
+fn bad_core_case(slug: &str, body: Breaker) -> Case {
+    bad_core_of("elementwise", slug, body)
+}
+
+/// A core of `workload`, exported, then broken and refused by `body`.
+fn bad_core_of(workload: &'static str, slug: &str, body: Breaker) -> Case {
     Case::gpu(&format!("replay/bad-core/{slug}"), CLAIM, move |_| {
         let tmp = tempfile::tempdir().map_err(|e| Verdict::Blocked(e.to_string()))?;
         let dir = tmp.path().join("core");
-        let workload = by_name("elementwise").expect("the elementwise workload exists");
+        let workload = by_name(workload).expect("a built-in workload");
         drop(export(workload, 64 * MIB, &dir, Handover::Exit)?);
         body(&dir)?;
         ensure(live_executables() == 0, || format!("{} executables exist after the refusal", live_executables()))
@@ -29,7 +37,7 @@ fn bad_core_case(slug: &str, body: fn(&Path) -> Result<(), Verdict>) -> Case {
 }
 
 pub fn cases() -> Vec<Case> {
-    vec![
+    let mut cases = vec![
         bad_core_case("flipped-shard-byte", |dir| {
             flip_byte(&dir.join("shards/0000.bin"))?;
             refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::HashMismatch { .. })))
@@ -48,12 +56,10 @@ pub fn cases() -> Vec<Case> {
         bad_core_case("template-writes-weight", |dir| {
             // `out` is written by every elementwise template; declared a weight, replay
             // must find the write and name the template.
-            let mut manifest = read_manifest(dir)?;
-            let out = manifest.buffers.iter_mut().find(|b| b.name == "out").expect("elementwise has `out`");
-            out.role = BufferRole::Weight;
-            CoreWriter::create(dir)
-                .and_then(|w| w.write_manifest(&manifest))
-                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            edit_manifest(dir, |m| {
+                let out = m.buffers.iter_mut().find(|b| b.name == "out").expect("elementwise has `out`");
+                out.role = BufferRole::Weight;
+            })?;
             let core = Core::open(dir).map_err(|e| Verdict::Failed(format!("the edited core should validate: {e}")))?;
             let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
             refused(
@@ -63,11 +69,7 @@ pub fn cases() -> Vec<Case> {
             .map(drop)
         }),
         bad_core_case("layout-differs-from-driver", |dir| {
-            let mut manifest = read_manifest(dir)?;
-            widen_last_param(&mut manifest, "scale_add");
-            CoreWriter::create(dir)
-                .and_then(|w| w.write_manifest(&manifest))
-                .map_err(|e| Verdict::Blocked(e.to_string()))?;
+            edit_manifest(dir, |m| widen_last_param(m, "scale_add"))?;
             let core =
                 Core::open(dir).map_err(|e| Verdict::Failed(format!("the edited core should still validate: {e}")))?;
             let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
@@ -88,7 +90,56 @@ pub fn cases() -> Vec<Case> {
             })
             .map(drop)
         }),
-    ]
+        bad_core_case("unknown-reference", |dir| {
+            edit_manifest(dir, |m| m.expectations[0].reference = Some("elementwsie".into()))?;
+            judged_failed(dir, "CPU reference `elementwsie`")
+        }),
+        bad_core_case("no-expectations", |dir| {
+            edit_manifest(dir, |m| m.expectations.clear())?;
+            judged_failed(dir, "nothing of theirs would be checked")
+        }),
+    ];
+    // A digest the replay must find wrong wherever it is: the checker compares every
+    // template's outputs, not only the first.
+    let wrong: [(&str, Breaker); 3] = [
+        ("first", |dir| wrong_digest(dir, 0)),
+        ("middle", |dir| wrong_digest(dir, 2)),
+        ("last", |dir| wrong_digest(dir, 3)),
+    ];
+    for (slug, body) in wrong {
+        cases.push(bad_core_of("decode", &format!("wrong-digest-template={slug}"), body));
+    }
+    cases
+}
+
+/// Replaces the expected digest of the decode core's template at `position` and expects
+/// the replay to fail naming that template.
+fn wrong_digest(dir: &Path, position: usize) -> Result<(), Verdict> {
+    let template = read_manifest(dir)?.templates[position].name.clone();
+    edit_manifest(dir, |m| {
+        let e = m.expectations.iter_mut().find(|e| e.template == template).expect("every template is expected");
+        e.outputs[0].sha256 = "0123456789abcdef".repeat(4);
+    })?;
+    judged_failed(dir, &format!("template `{template}` output"))
+}
+
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut Manifest)) -> Result<(), Verdict> {
+    let mut manifest = read_manifest(dir)?;
+    edit(&mut manifest);
+    CoreWriter::create(dir).and_then(|w| w.write_manifest(&manifest)).map_err(|e| Verdict::Blocked(e.to_string()))
+}
+
+/// Replays the core in this process as `gnomon replay` would and expects it to be judged
+/// failed with a reason containing `says`.
+fn judged_failed(dir: &Path, says: &str) -> Result<(), Verdict> {
+    let started = std::time::Instant::now();
+    let (core, open) = super::native::open_timed(dir)?;
+    let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    match super::native::replay_and_check(&core, &ctx, Executables::Rebuild, started, vec![open]) {
+        Err(Verdict::Failed(reason)) if reason.contains(says) => Ok(()),
+        Err(other) => Err(Verdict::Failed(format!("judged {other:?}, expected a failure saying `{says}`"))),
+        Ok(_) => Err(Verdict::Failed(format!("the broken core passed; expected a failure saying `{says}`"))),
+    }
 }
 
 /// Flips one bit of a byte in `file`, keeping its size.

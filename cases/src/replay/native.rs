@@ -89,6 +89,7 @@ pub fn replay_and_check(
     started: Instant,
     mut before: StageTimes,
 ) -> Result<Metrics, Verdict> {
+    nothing_unchecked(core)?;
     let report = replay(core, ctx, executables).map_err(|e| match e {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
@@ -143,6 +144,20 @@ fn peak_rss_bytes() -> u64 {
     kib.and_then(|v| v.trim().parse::<u64>().ok()).map_or(0, |k| k * 1024)
 }
 
+/// A template without an expected output would replay with nothing checked, and pass.
+fn nothing_unchecked(core: &Core) -> Result<(), Verdict> {
+    let m = core.manifest();
+    let checked = |t: &str| m.expectations.iter().any(|e| e.template == t && !e.outputs.is_empty());
+    let unchecked: Vec<_> = m.templates.iter().filter(|t| !checked(&t.name)).map(|t| format!("`{}`", t.name)).collect();
+    match unchecked.is_empty() {
+        true => Ok(()),
+        false => Err(Verdict::Failed(format!(
+            "templates without an expected output, so nothing of theirs would be checked: {}",
+            unchecked.join(", ")
+        ))),
+    }
+}
+
 /// Bitwise against the expectations, then within tolerance against the CPU reference.
 fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
     let m = core.manifest();
@@ -155,9 +170,13 @@ fn check(core: &Core, report: &ReplayReport) -> Result<f32, Verdict> {
     let contents = |name: &str| report.initial_contents(name).expect("a CPU reference reads a buffer of the core");
     let mut worst = 0.0f32;
     for e in &m.expectations {
-        let Some(workload) = e.reference.as_deref().and_then(by_name) else {
-            continue;
-        };
+        let Some(name) = e.reference.as_deref() else { continue };
+        let workload = by_name(name).ok_or_else(|| {
+            let template = &e.template;
+            Verdict::Failed(format!(
+                "template `{template}` names CPU reference `{name}`, which this gnomon does not know"
+            ))
+        })?;
         for (buffer, expected) in workload.reference(&e.template, &Contents(&contents)) {
             let got = report.outputs.iter().find(|o| o.template == e.template && o.buffer == buffer);
             let got = got.ok_or_else(|| Verdict::Failed(format!("no output `{buffer}` for `{}`", e.template)))?;

@@ -205,7 +205,7 @@ pub struct KernelNode {
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
     /// Parameter bytes laid out per the function's recorded slots, lowercase hex.
-    #[serde(with = "hex::serde")]
+    #[serde(with = "lower_hex")]
     pub params: Vec<u8>,
     /// Which parameters hold device pointers.
     #[serde(default)]
@@ -274,4 +274,22 @@ pub struct Expectation {
 pub struct OutputDigest {
     pub buffer: String,
     pub sha256: String,
+}
+
+/// Bytes as lowercase hex, the one spelling the format writes; uppercase is refused, so a
+/// core has one text for one content.
+mod lower_hex {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(D::Error::custom("parameter bytes must be lowercase hexadecimal"));
+        }
+        hex::decode(&text).map_err(D::Error::custom)
+    }
 }
