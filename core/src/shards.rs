@@ -3,7 +3,6 @@
 
 use crate::errors::ShardPlanError;
 
-pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 

@@ -28,6 +28,25 @@ pub fn cases() -> Vec<Case> {
                 fork_join().into_iter().filter(|op| !matches!(op, CaptureOp::Wait { stream: 0, .. })).collect();
             refused(construct(&ops), |e| matches!(e, CaptureError::Unjoined { .. })).map(drop)
         }),
+        Case::new("cpu/capture/first-unjoined-stream-named", CLAIM, |_| {
+            // Stream 1 forks and is never joined; stream 2 hangs off stream 1. The search for
+            // what reaches the origin's tail must follow edges into each node, or stream 1
+            // looks joined through its edge to stream 2.
+            let launch = |stream, label: &str| CaptureOp::Launch { stream, label: label.into() };
+            let record = |stream, event: &str| CaptureOp::Record { stream, event: event.into() };
+            let wait = |stream, event: &str| CaptureOp::Wait { stream, event: event.into() };
+            let ops = [
+                launch(0, "a"),
+                record(0, "fork"),
+                wait(1, "fork"),
+                launch(1, "u"),
+                record(1, "e"),
+                wait(2, "e"),
+                launch(2, "v"),
+                launch(0, "t"),
+            ];
+            refused(construct(&ops), |e| *e == CaptureError::Unjoined { stream: 1 }).map(drop)
+        }),
         Case::new("cpu/capture/stream-outside-capture-refused", CLAIM, |_| {
             let ops = [CaptureOp::Launch { stream: 3, label: "stray".into() }];
             refused(construct(&ops), |e| *e == CaptureError::StreamNotCaptured { op: 0, stream: 3 }).map(drop)

@@ -219,6 +219,7 @@ pub fn corruptions() -> Vec<Corruption> {
         ),
         row("param-padding-not-zero", |d| d.kernel_mut().params[5] = 0xff, invalid!(ParamPadding { offset: 5, .. })),
         row("grid-zero", |d| d.kernel_mut().grid = [0, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
+        row("grid-past-limit", |d| d.kernel_mut().grid = [1 << 31, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
         row("block-too-large", |d| d.kernel_mut().block = [1024, 2, 1], invalid!(LaunchShape { what: "block", .. })),
         row(
             "pointer-duplicate",
@@ -431,6 +432,13 @@ pub fn cases() -> Vec<Case> {
             draft.kernel_mut().pointers[1].external = true;
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening a core with an external pointer").map(drop)
+        }),
+        Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            let mut draft = CoreDraft::sample();
+            (draft.kernel_mut().grid, draft.kernel_mut().block) = ([(1 << 31) - 1, 65_535, 65_535], [1024, 1, 1]);
+            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(Core::open(root.path()), "opening a core whose launch is at the limits").map(drop)
         }),
         Case::new("cpu/format/golden-v1-read", "format-compatibility", |_| {
             let dir =
