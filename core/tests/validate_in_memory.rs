@@ -17,3 +17,28 @@ fn the_format_tag_is_checked_in_memory_too() {
     other.format.name = "onnx".into();
     assert!(matches!(validate::manifest(&other), Err(ValidationError::FormatName { .. })));
 }
+
+/// The arena limit is inclusive: 4 TiB is allowed, a granule more is not.
+#[test]
+fn an_arena_of_exactly_the_limit_is_allowed() {
+    let sized = |size: u64| {
+        let mut m = golden();
+        let shard = m.shards[0].clone();
+        (m.arena.size, m.arena.shard_cap) = (size, 1 << 36);
+        m.shards = (0..size.div_ceil(1 << 36))
+            .map(|i| gnomon_core::format::Shard {
+                index: i as u32,
+                offset: i << 36,
+                size: (size - (i << 36)).min(1 << 36),
+                file: format!("shards/{i:04}.bin"),
+                ..shard.clone()
+            })
+            .collect();
+        validate::manifest(&m)
+    };
+    assert_eq!(sized(validate::MAX_ARENA_BYTES), Ok(()));
+    assert!(matches!(
+        sized(validate::MAX_ARENA_BYTES + golden().arena.granularity),
+        Err(ValidationError::ArenaSize { .. })
+    ));
+}
