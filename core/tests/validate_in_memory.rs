@@ -42,3 +42,25 @@ fn an_arena_of_exactly_the_limit_is_allowed() {
         Err(ValidationError::ArenaSize { .. })
     ));
 }
+
+/// A parameter slot may end exactly at the 32 764-byte limit, not a byte past it.
+#[test]
+fn a_parameter_block_of_exactly_the_limit_is_allowed() {
+    let ending_at = |end: u64| {
+        let mut m = golden();
+        let function = &mut m.modules[0].functions[0];
+        let last = function.params.last_mut().unwrap();
+        last.offset = end - last.size;
+        let bytes = function.param_bytes() as usize;
+        for node in m.templates.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
+            if let gnomon_core::format::NodeOp::Kernel(k) = &mut node.op {
+                let tail = k.params.split_off(k.params.len() - 4);
+                k.params.resize(bytes - 4, 0);
+                k.params.extend(tail);
+            }
+        }
+        validate::manifest(&m)
+    };
+    assert_eq!(ending_at(validate::MAX_PARAM_BYTES), Ok(()));
+    assert!(matches!(ending_at(validate::MAX_PARAM_BYTES + 4), Err(ValidationError::ParamPastLimit { .. })));
+}

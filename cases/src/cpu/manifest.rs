@@ -150,6 +150,19 @@ pub fn corruptions() -> Vec<Corruption> {
             invalid!(DanglingPointer { param: 2, .. }),
         ),
         row("pointer-below-arena", |d| set_y_pointer(d, BASE - 8), invalid!(DanglingPointer { param: 2, .. })),
+        row(
+            "pointer-at-end-of-buffer-before-gap",
+            |d| {
+                d.manifest.buffers[2].size = GRANULARITY / 2;
+                set_y_pointer(d, BASE + 2 * GRANULARITY + GRANULARITY / 2);
+            },
+            invalid!(DanglingPointer { param: 2, .. }),
+        ),
+        row(
+            "pointer-before-first-buffer",
+            |d| (d.manifest.buffers[0].offset, d.manifest.buffers[0].size) = (GRANULARITY / 2, GRANULARITY / 2),
+            invalid!(DanglingPointer { param: 1, .. }),
+        ),
         row("memset-unknown-buffer", |d| memset_target(d, "nope"), invalid!(UnknownBuffer { .. })),
         row("memset-element-size", |d| memset_element(d, 3), invalid!(MemsetElement { element_size: 3, .. })),
         row("memcpy-past-buffer", |d| memcpy_bytes(d, GRANULARITY + 1), invalid!(BufferRange { .. })),
