@@ -446,6 +446,19 @@ pub fn cases() -> Vec<Case> {
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening a core with an external pointer").map(drop)
         }),
+        Case::new("cpu/manifest/memset-values-that-fit-accepted", CLAIM, |_| {
+            for (element_size, value) in [(1, 0xff), (2, 0xffff), (4, u32::MAX)] {
+                let root = temp_root()?;
+                let mut draft = CoreDraft::sample();
+                with_node(&mut draft, 0, |op| match op {
+                    NodeOp::Memset(m) => (m.element_size, m.value, m.count) = (element_size, value, 64),
+                    _ => unreachable!("node 0 of the sample is a memset"),
+                });
+                draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+                accepted(Core::open(root.path()), &format!("a memset of {value:#x} in {element_size}-byte elements"))?;
+            }
+            Ok(())
+        }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;
             let mut draft = CoreDraft::sample();
