@@ -234,6 +234,8 @@ pub fn corruptions() -> Vec<Corruption> {
         row("grid-zero", |d| d.kernel_mut().grid = [0, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
         row("grid-past-limit", |d| d.kernel_mut().grid = [1 << 31, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
         row("block-too-large", |d| d.kernel_mut().block = [1024, 2, 1], invalid!(LaunchShape { what: "block", .. })),
+        row("block-zero", |d| d.kernel_mut().block = [0, 1, 1], invalid!(LaunchShape { what: "block", .. })),
+        row("block-z-past-limit", |d| d.kernel_mut().block = [1, 1, 65], invalid!(LaunchShape { what: "block", .. })),
         row(
             "pointer-duplicate",
             |d| d.kernel_mut().pointers.push(pointer(2)),
