@@ -6,6 +6,7 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
     format::{Core, Edge, NodeOp, PointerParam, Shard, MANIFEST_FILE, MAX_MANIFEST_BYTES},
+    validate::MAX_MODULE_BYTES,
 };
 use gnomon_fixtures::{
     golden,
@@ -292,6 +293,7 @@ pub fn corruptions() -> Vec<Corruption> {
             invalid!(PathNotCanonical { .. }),
         ),
         on_disk("shard-is-directory", shard_directory, invalid!(NotAFile { kind: "a directory", .. })),
+        on_disk("module-file-too-large", grow_module, invalid!(FileSize { declared: MAX_MODULE_BYTES, .. })),
         on_disk("shard-is-fifo", shard_fifo, invalid!(NotAFile { kind: "a special file", .. })),
         Corruption {
             slug: "param-hex-uppercase",
@@ -320,6 +322,12 @@ fn memset_wide_value(d: &mut CoreDraft) {
         NodeOp::Memset(m) => (m.element_size, m.value) = (1, 0x1ff),
         _ => unreachable!("node 0 of the sample is a memset"),
     })
+}
+
+/// A sparse module image one byte past the limit: refused before a byte of it is hashed.
+fn grow_module(dir: &Path) {
+    let file = fs::OpenOptions::new().write(true).open(dir.join(MODULE_FILE)).expect("open module");
+    file.set_len(MAX_MODULE_BYTES + 1).expect("grow module");
 }
 
 /// Replaces shard 1 with a directory of the same name.
@@ -460,6 +468,13 @@ pub fn cases() -> Vec<Case> {
                 accepted(Core::open(root.path()), &format!("a memset of {value:#x} in {element_size}-byte elements"))?;
             }
             Ok(())
+        }),
+        Case::new("cpu/manifest/tolerance-zero-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            let mut draft = CoreDraft::sample();
+            draft.manifest.expectations[0].tolerance = Some(0.0);
+            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(Core::open(root.path()), "a core that asks for an exact match").map(drop)
         }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;
