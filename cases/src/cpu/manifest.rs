@@ -210,6 +210,11 @@ pub fn corruptions() -> Vec<Corruption> {
             invalid!(PathEscapes { .. }),
         ),
         row("path-absolute", |d| d.manifest.modules[0].file = "/etc/passwd".into(), invalid!(PathEscapes { .. })),
+        row(
+            "path-through-a-file",
+            |d| d.manifest.shards[1].file = "shards/000.bin/001.bin".into(),
+            invalid!(FileUnreadable { .. }),
+        ),
         on_disk("path-through-link", link_modules_dir, invalid!(PathThroughLink { .. })),
         on_disk("manifest-is-link", link_manifest, invalid!(PathThroughLink { .. })),
         on_disk(
