@@ -236,7 +236,7 @@ pub fn corruptions() -> Vec<Corruption> {
             |d| d.manifest.modules[0].functions[0].params[3].size = u64::MAX - 8,
             invalid!(ParamPastLimit { param: 3, .. }),
         ),
-        row("param-padding-not-zero", |d| d.kernel_mut().params[5] = 0xff, invalid!(ParamPadding { offset: 5, .. })),
+        row("param-padding-not-zero", |d| d.kernel_mut().params[4] = 0xff, invalid!(ParamPadding { offset: 4, .. })),
         row("grid-zero", |d| d.kernel_mut().grid = [0, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
         row("grid-past-limit", |d| d.kernel_mut().grid = [1 << 31, 1, 1], invalid!(LaunchShape { what: "grid", .. })),
         row("block-too-large", |d| d.kernel_mut().block = [1024, 2, 1], invalid!(LaunchShape { what: "block", .. })),
