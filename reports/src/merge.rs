@@ -53,7 +53,11 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
         ..first.run.clone()
     };
     let cases = parts.iter().flat_map(|p| p.cases.iter().cloned()).collect();
-    Ok(Report::new(run, first.subject.clone(), first.environment.clone(), cases))
+    // Partitions run on several runners of one kind: every host is named, not the first.
+    let mut hosts: Vec<&str> = parts.iter().map(|p| p.environment.host.as_str()).collect();
+    hosts.dedup();
+    let environment = crate::Environment { host: hosts.join(", "), ..first.environment.clone() };
+    Ok(Report::new(run, first.subject.clone(), environment, cases))
 }
 
 /// Parts of one run come from one build on one kind of machine: the harness and the

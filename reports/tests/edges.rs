@@ -108,8 +108,10 @@ fn a_merged_run_says_what_its_parts_did() {
     };
     let ids = [CaseId::new("gpu/hang"), CaseId::new("gpu/fault/sticky")];
     let one = part("a", "2026-11-30T02:00:00Z", 5.0, "hash:1/2", true, "gpu/hang");
-    let two = part("b", "2026-11-30T01:00:00Z", 7.0, "hash:2/2", false, "gpu/fault/sticky");
+    let mut two = part("b", "2026-11-30T01:00:00Z", 7.0, "hash:2/2", false, "gpu/fault/sticky");
+    two.environment.host = "runner-2".into();
     let merged = merge(&[one.clone(), two.clone()], &ids).unwrap();
+    assert_eq!(merged.environment.host, "runner-1, runner-2");
     let r = &merged.run;
     assert_eq!((r.id.as_str(), r.started_at.as_str(), r.duration_s), ("a+b", "2026-11-30T01:00:00Z", 7.0));
     assert_eq!((r.partition.as_deref(), r.complete), (None, false));
