@@ -54,9 +54,9 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
     };
     let cases = parts.iter().flat_map(|p| p.cases.iter().cloned()).collect();
     // Partitions run on several runners of one kind: every host is named, not the first.
-    let mut hosts: Vec<&str> = parts.iter().map(|p| p.environment.host.as_str()).collect();
-    hosts.dedup();
-    let environment = crate::Environment { host: hosts.join(", "), ..first.environment.clone() };
+    let hosts: BTreeSet<&str> = parts.iter().map(|p| p.environment.host.as_str()).collect();
+    let environment =
+        crate::Environment { host: hosts.into_iter().collect::<Vec<_>>().join(", "), ..first.environment.clone() };
     Ok(Report::new(run, first.subject.clone(), environment, cases))
 }
 
