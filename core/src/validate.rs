@@ -123,13 +123,13 @@ fn shards(a: &Arena, shards: &[Shard]) -> Result {
 }
 
 fn unique<'a>(kind: &'static str, names: impl Iterator<Item = &'a str>) -> Result {
+    first_duplicate(names).map_or(Ok(()), |name| Err(E::Duplicate { kind, name: name.into() }))
+}
+
+/// The first item that appears a second time.
+fn first_duplicate<T: Eq + std::hash::Hash + Copy>(items: impl Iterator<Item = T>) -> Option<T> {
     let mut seen = HashSet::new();
-    for name in names {
-        if !seen.insert(name) {
-            return Err(E::Duplicate { kind, name: name.into() });
-        }
-    }
-    Ok(())
+    items.into_iter().find(|&item| !seen.insert(item))
 }
 
 /// Buffers sorted by offset, for name lookups and address lookups.
@@ -217,8 +217,8 @@ impl TemplateCheck<'_, '_> {
             return Err(E::EmptyTemplate { template: t.name.clone() });
         }
         unique("node", t.nodes.iter().map(|n| n.id.as_str()))?;
-        let edges = t.edges.iter().map(|e| format!("{} -> {}", e.from, e.to));
-        self.unique_in("edge", edges)?;
+        let edge = first_duplicate(t.edges.iter().map(|e| (e.from.as_str(), e.to.as_str())));
+        self.duplicate("edge", edge.map(|(from, to)| format!("{from} -> {to}")))?;
         for node in &t.nodes {
             self.node(&node.id, &node.op)?;
         }
@@ -270,7 +270,8 @@ impl TemplateCheck<'_, '_> {
         if let Some(offset) = padding(f).find(|&i| k.params[i] != 0) {
             return Err(E::ParamPadding { template, node: node_id, offset });
         }
-        self.unique_in("pointer parameter", k.pointers.iter().map(|p| p.param.to_string()))?;
+        let pointer = first_duplicate(k.pointers.iter().map(|p| p.param));
+        self.duplicate("pointer parameter", pointer.map(|p| p.to_string()))?;
         for p in &k.pointers {
             let slot = f.params.get(p.param as usize).ok_or_else(|| E::PointerParamIndex {
                 template: template.clone(),
@@ -304,15 +305,9 @@ impl TemplateCheck<'_, '_> {
         Ok(())
     }
 
-    /// Refuses a name that appears twice among `names`.
-    fn unique_in(&self, kind: &'static str, names: impl Iterator<Item = String>) -> Result {
-        let mut seen = HashSet::new();
-        for name in names {
-            if !seen.insert(name.clone()) {
-                return Err(E::DuplicateIn { template: self.name(), kind, name });
-            }
-        }
-        Ok(())
+    /// Refuses the `kind` named `duplicate`, if one appears twice in this template.
+    fn duplicate(&self, kind: &'static str, duplicate: Option<String>) -> Result {
+        duplicate.map_or(Ok(()), |name| Err(E::DuplicateIn { template: self.name(), kind, name }))
     }
 
     fn buffer_range(&self, node: &str, target: &BufferRef, len: u64) -> Result {
@@ -387,10 +382,11 @@ impl TemplateCheck<'_, '_> {
     }
 }
 
-/// Byte offsets of a parameter blob that no slot covers.
+/// Byte offsets of a parameter blob that no slot covers: the gaps between slots, which
+/// `param_layout` has checked are in order and apart.
 fn padding(f: &Function) -> impl Iterator<Item = usize> + '_ {
-    let covered = |i: u64| f.params.iter().any(|s| s.offset <= i && i < s.offset + s.size);
-    (0..f.param_bytes()).filter(move |&i| !covered(i)).map(|i| i as usize)
+    let ends = std::iter::once(0).chain(f.params.iter().map(|s| s.offset + s.size));
+    ends.zip(f.params.iter().map(|s| s.offset)).flat_map(|(end, start)| end..start).map(|i| i as usize)
 }
 
 /// Exactly one source, and a supported value from it.
@@ -412,13 +408,11 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
         if let Some(o) = e.outputs.iter().find(|o| !buffers.by_name.contains_key(o.buffer.as_str())) {
             return Err(E::ExpectationTarget { index, kind: "buffer", name: o.buffer.clone() });
         }
-        let mut outputs = HashSet::new();
         for o in &e.outputs {
             digest(|| format!("expectation of template `{}` output `{}`", e.template, o.buffer), &o.sha256)?;
-            if !outputs.insert(o.buffer.as_str()) {
-                let (template, name) = (e.template.clone(), o.buffer.clone());
-                return Err(E::DuplicateIn { template, kind: "expected output", name });
-            }
+        }
+        if let Some(name) = first_duplicate(e.outputs.iter().map(|o| o.buffer.as_str())) {
+            return Err(E::DuplicateIn { template: e.template.clone(), kind: "expected output", name: name.into() });
         }
         if let Some(value) = e.tolerance.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(E::Tolerance { template: e.template.clone(), value });
