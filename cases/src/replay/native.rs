@@ -8,7 +8,7 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     format::Core,
-    replay::{replay, Executables, ReplayReport, StageTimes},
+    replay::{measure_floors, replay, Executables, Floors, ReplayReport, StageTimes},
     shards::MIB,
 };
 use gnomon_fixtures::{
@@ -98,7 +98,10 @@ pub fn replay_and_check(
     let worst = check(core, &report)?;
     before.extend(report.stages.iter().copied());
     before.push(("compare", compared.elapsed().as_secs_f64()));
-    let mut metrics = replay_metrics(core, &report, &before);
+    let measured_at = Instant::now();
+    let floors = measure_floors(core, ctx).map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
+    before.push(("measure-floors", measured_at.elapsed().as_secs_f64()));
+    let mut metrics = replay_metrics(core, &report, &floors, &before);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
     metrics.extend([
         measured("reference-max-scaled-diff", worst as f64, "1"),
@@ -108,13 +111,13 @@ pub fn replay_and_check(
     Ok(metrics)
 }
 
-fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -> Metrics {
+fn replay_metrics(core: &Core, report: &ReplayReport, floors: &Floors, stages: &StageTimes) -> Metrics {
     let m = core.manifest();
     let stage = |name: &str| stages.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s);
     let mut metrics: Metrics = stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
     let nodes: usize = m.templates.iter().map(|t| t.nodes.len()).sum();
     let upload_gbps = report.uploaded.bytes as f64 / stage("upload") / 1e9;
-    let floor = report.floors.read_gbps.min(report.floors.pinned_h2d_gbps);
+    let floor = floors.read_gbps.min(floors.pinned_h2d_gbps);
     metrics.extend([
         measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum(), "s"),
         measured("restore-first-launch-s", report.first_launch_s, "s"),
@@ -123,8 +126,8 @@ fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -> Me
         measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),
         measured("arena-bytes", m.arena.size as f64, "B"),
         measured("upload-gbps", upload_gbps, "GB/s"),
-        measured("read-floor-gbps", report.floors.read_gbps, "GB/s"),
-        measured("pinned-h2d-floor-gbps", report.floors.pinned_h2d_gbps, "GB/s"),
+        measured("read-floor-gbps", floors.read_gbps, "GB/s"),
+        measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
         measured("upload-fraction-of-floor", upload_gbps / floor, "1"),
     ]);
     if stage("rebuild") > 0.0 {

@@ -1,20 +1,19 @@
-//! Building many templates at once, on several threads of one context: the driver allows
-//! work on distinct graphs from different threads. Nodes are described as plain data
-//! ([`NodeSpec`]) that any thread may hold; handles are made on the building threads and
-//! wrapped into owning types back on the calling thread.
+//! Building templates from plain descriptions of their nodes ([`GraphSpec`]), so replay
+//! can describe a template first and name the node the driver refuses. (Building on
+//! several threads was measured on the H200: no faster than one, 2.5–3.2 µs/node either
+//! way, so it is done on the calling thread.)
 
 use std::ptr;
 
 use cudarc::driver::sys;
 
 use super::{check, graph::device_copy, Context, Function, Result, RetainedGraph};
-use crate::{errors::CudaError, format::ParamSlot};
+use crate::errors::CudaError;
 
-/// A kernel node: the function's handle and layout, launch shape and parameter bytes.
-#[derive(Clone, Copy, Debug)]
+/// A kernel node: the function, launch shape and parameter bytes.
+#[derive(Clone, Copy)]
 pub struct KernelSpec<'a> {
-    raw: usize,
-    layout: &'a [ParamSlot],
+    function: &'a Function,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem: u32,
@@ -30,14 +29,13 @@ impl<'a> KernelSpec<'a> {
         shared_mem: u32,
         params: &'a [u8],
     ) -> Result<Self> {
-        function.param_pointers(params)?;
-        let raw = function.raw() as usize;
-        Ok(Self { raw, layout: function.layout(), grid, block, shared_mem, params })
+        function.check_param_len(params)?;
+        Ok(Self { function, grid, block, shared_mem, params })
     }
 }
 
 /// What a node does.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum NodeSpec<'a> {
     Kernel(KernelSpec<'a>),
     Memset { dst: u64, value: u32, element_size: u32, count: u64 },
@@ -47,7 +45,7 @@ pub enum NodeSpec<'a> {
 
 /// A template to build: nodes in an order where every dependency comes first, each with
 /// the positions of the nodes it depends on.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct GraphSpec<'a> {
     pub nodes: Vec<(NodeSpec<'a>, Vec<usize>)>,
 }
@@ -60,11 +58,8 @@ pub struct BuildFailure {
     pub error: CudaError,
 }
 
-/// A built graph and its nodes, as integers, or where it failed.
-type Built = std::result::Result<(usize, Vec<usize>), BuildFailure>;
-
-/// Builds every graph of `specs` on up to `threads` threads; `functions[i]` are the
-/// functions graph `i` uses, kept with it so their modules stay loaded.
+/// Builds every graph of `specs`; `functions[i]` are the functions graph `i` uses, kept
+/// with it so their modules stay loaded.
 ///
 /// # Safety
 /// The addresses of memset and memcpy nodes must be device memory of this context
@@ -73,61 +68,24 @@ pub unsafe fn build_all(
     ctx: &Context,
     specs: &[GraphSpec<'_>],
     functions: Vec<Vec<Function>>,
-    threads: usize,
 ) -> std::result::Result<Vec<RetainedGraph>, BuildFailure> {
-    // Raw handles cross threads as integers: the threads only pass them to the driver.
-    let raw_ctx = ctx.raw() as usize;
-    let threads = threads.clamp(1, specs.len().max(1));
-    let built: Vec<(usize, Built)> = std::thread::scope(|scope| {
-        let shares: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    let current = check("cuCtxSetCurrent", sys::cuCtxSetCurrent(raw_ctx as sys::CUcontext));
-                    let own = specs.iter().enumerate().skip(t).step_by(threads);
-                    own.map(|(i, spec)| {
-                        let fail = |node, error| BuildFailure { graph: i, node, error };
-                        (
-                            i,
-                            current
-                                .clone()
-                                .map_err(|e| fail(0, e))
-                                .and_then(|_| build_raw(spec).map_err(|(n, e)| fail(n, e))),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        shares.into_iter().flat_map(|s| s.join().expect("a building thread does not panic")).collect()
-    });
-    let mut graphs: Vec<Option<RetainedGraph>> = (0..specs.len()).map(|_| None).collect();
-    let mut first_failure: Option<BuildFailure> = None;
-    for ((i, result), functions) in sorted(built).into_iter().zip(functions) {
-        match result {
-            Ok((raw, nodes)) => graphs[i] = Some(RetainedGraph::from_built(ctx, raw as sys::CUgraph, nodes, functions)),
-            Err(f) => first_failure = first_failure.or(Some(f)),
-        }
+    let mut graphs = Vec::with_capacity(specs.len());
+    for (graph, (spec, functions)) in specs.iter().zip(functions).enumerate() {
+        let (raw, nodes) = build_raw(spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
+        graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
     }
-    match first_failure {
-        Some(f) => Err(f),
-        None => Ok(graphs.into_iter().map(|g| g.expect("every graph was built")).collect()),
-    }
-}
-
-fn sorted<T>(mut v: Vec<(usize, T)>) -> Vec<(usize, T)> {
-    v.sort_by_key(|(i, _)| *i);
-    v
+    Ok(graphs)
 }
 
 /// Creates one graph and adds its nodes; on failure destroys it and says which node.
-fn build_raw(spec: &GraphSpec<'_>) -> std::result::Result<(usize, Vec<usize>), (usize, CudaError)> {
+fn build_raw(spec: &GraphSpec<'_>) -> std::result::Result<(sys::CUgraph, Vec<sys::CUgraphNode>), (usize, CudaError)> {
     let mut graph = ptr::null_mut();
     // SAFETY: writes one handle, owned by the caller (or destroyed below on failure).
     check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut graph, 0) }).map_err(|e| (0, e))?;
     let mut nodes: Vec<sys::CUgraphNode> = Vec::with_capacity(spec.nodes.len());
     for (n, (op, deps)) in spec.nodes.iter().enumerate() {
         let deps: Vec<sys::CUgraphNode> = deps.iter().map(|&d| nodes[d]).collect();
-        // SAFETY: `graph` is live and used by this thread alone; `deps` are its nodes; the
+        // SAFETY: `graph` is live and held by this call alone; `deps` are its nodes; the
         // caller of `build_all` vouched for memset and memcpy addresses.
         match unsafe { add_raw(graph, op, &deps) } {
             Ok(node) => nodes.push(node),
@@ -138,7 +96,7 @@ fn build_raw(spec: &GraphSpec<'_>) -> std::result::Result<(usize, Vec<usize>), (
             }
         }
     }
-    Ok((graph as usize, nodes.into_iter().map(|n| n as usize).collect()))
+    Ok((graph, nodes))
 }
 
 /// Adds one node to `graph` after `deps`.
@@ -155,10 +113,9 @@ pub(super) unsafe fn add_raw(
     let (d, n) = (deps.as_ptr(), deps.len());
     match op {
         NodeSpec::Kernel(k) => {
-            let mut pointers: Vec<*mut std::ffi::c_void> =
-                k.layout.iter().map(|slot| k.params[slot.offset as usize..].as_ptr() as *mut _).collect();
+            let mut pointers = k.function.param_pointers(k.params)?;
             let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
-            p.func = k.raw as sys::CUfunction;
+            p.func = k.function.raw();
             (p.gridDimX, p.gridDimY, p.gridDimZ) = (k.grid[0], k.grid[1], k.grid[2]);
             (p.blockDimX, p.blockDimY, p.blockDimZ) = (k.block[0], k.block[1], k.block[2]);
             p.sharedMemBytes = k.shared_mem;
@@ -175,17 +132,21 @@ pub(super) unsafe fn add_raw(
                 width: *count as usize,
                 height: 1,
             };
-            let mut ctx = ptr::null_mut();
-            check("cuCtxGetCurrent", sys::cuCtxGetCurrent(&mut ctx))?;
-            check("cuGraphAddMemsetNode", sys::cuGraphAddMemsetNode(&mut node, graph, d, n, &p, ctx))?;
+            check("cuGraphAddMemsetNode", sys::cuGraphAddMemsetNode(&mut node, graph, d, n, &p, current()?))?;
         }
         NodeSpec::Memcpy { dst, src, bytes } => {
             let p = device_copy(*dst, *src, *bytes);
-            let mut ctx = ptr::null_mut();
-            check("cuCtxGetCurrent", sys::cuCtxGetCurrent(&mut ctx))?;
-            check("cuGraphAddMemcpyNode", sys::cuGraphAddMemcpyNode(&mut node, graph, d, n, &p, ctx))?;
+            check("cuGraphAddMemcpyNode", sys::cuGraphAddMemcpyNode(&mut node, graph, d, n, &p, current()?))?;
         }
         NodeSpec::Empty => check("cuGraphAddEmptyNode", sys::cuGraphAddEmptyNode(&mut node, graph, d, n))?,
     }
     Ok(node)
+}
+
+/// The context current on this thread, which memset and memcpy nodes name.
+fn current() -> Result<sys::CUcontext> {
+    let mut ctx = ptr::null_mut();
+    // SAFETY: writes one handle through a valid pointer.
+    check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut ctx) })?;
+    Ok(ctx)
 }

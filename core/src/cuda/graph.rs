@@ -135,8 +135,12 @@ impl RetainedGraph {
     }
 
     /// Takes ownership of a graph `build::build_all` made, with its nodes in order.
-    pub(super) fn from_built(ctx: &Context, raw: sys::CUgraph, added: Vec<usize>, functions: Vec<Function>) -> Self {
-        let added = added.into_iter().map(|n| n as sys::CUgraphNode).collect();
+    pub(super) fn from_built(
+        ctx: &Context,
+        raw: sys::CUgraph,
+        added: Vec<sys::CUgraphNode>,
+        functions: Vec<Function>,
+    ) -> Self {
         Self { ctx: ctx.clone(), raw, added, functions }
     }
 

@@ -134,6 +134,12 @@ impl Function {
 
     /// One pointer per parameter into `params`, after checking its length.
     pub(super) fn param_pointers(&self, params: &[u8]) -> Result<Vec<*mut c_void>> {
+        self.check_param_len(params)?;
+        Ok(self.layout.iter().map(|slot| params[slot.offset as usize..].as_ptr() as *mut c_void).collect())
+    }
+
+    /// Whether `params` is as long as this function's layout needs.
+    pub(super) fn check_param_len(&self, params: &[u8]) -> Result<()> {
         if params.len() as u64 != self.param_bytes() {
             return Err(CudaError::Unsupported(format!(
                 "`{}` takes {} parameter bytes, {} given",
@@ -142,7 +148,7 @@ impl Function {
                 params.len()
             )));
         }
-        Ok(self.layout.iter().map(|slot| params[slot.offset as usize..].as_ptr() as *mut c_void).collect())
+        Ok(())
     }
 }
 

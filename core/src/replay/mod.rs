@@ -5,6 +5,7 @@
 //! take executables handed over live), then for each template: reset the writable
 //! buffers from their device copies, launch, digest the outputs, and check that no weight
 //! changed. Every stage is timed, so the stages account for the replay's wall time.
+//! [`measure_floors`] measures what an upload is held against, apart from the restore.
 
 mod checksum;
 mod floors;
@@ -24,10 +25,9 @@ use crate::{
     validate::recorded_flags,
 };
 
-/// Threads that rebuild and instantiate templates. On the H200 runner, instantiating
-/// 64 × 1 000 nodes took 6.2 µs/node on one thread, 1.8 on two to four, and slowed again
-/// from six threads on.
-const THREADS: usize = 3;
+/// Threads that instantiate templates. On the H200 runner, instantiating 64 × 1 000 nodes
+/// took 6.2 µs/node on one thread, 1.8 on two to four, and slowed again from six on.
+const INSTANTIATE_THREADS: usize = 3;
 
 /// Seconds per stage, in the order the stages first ran.
 pub type StageTimes = Vec<(&'static str, f64)>;
@@ -52,7 +52,6 @@ pub struct ReplayReport {
     pub stages: StageTimes,
     pub outputs: Vec<OutputCheck>,
     pub uploaded: Uploaded,
-    pub floors: Floors,
     /// The first template's launch alone, by CUDA events.
     pub first_launch_s: f64,
     arena: Restored,
@@ -88,21 +87,25 @@ pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<Re
     let handed = matches!(executables, Executables::Handed(_));
     let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     stages.time("poison", || poison(m, ctx))?;
-    let staging = Staging::default();
-    let uploaded = stages.time("upload", || upload::shards(core, ctx, staging))?;
+    let uploaded = stages.time("upload", || upload::shards(core, ctx, Staging::default()))?;
     let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
     let plan = match executables {
         Executables::Handed(execs) => plan(m, execs)?,
         Executables::Rebuild => {
             let functions = stages.time("module-load", || load_modules(core, ctx))?;
-            let graphs = stages.time("rebuild", || rebuild::templates(ctx, m, &functions, THREADS))?;
+            let graphs = stages.time("rebuild", || rebuild::templates(ctx, m, &functions))?;
             let execs = stages.time("instantiate", || instantiate(m, &graphs))?;
             plan(m, execs)?
         }
     };
     let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, &mut stages)?;
-    let floors = stages.time("measure-floors", || floors::measure(core, ctx, staging))?;
-    Ok(ReplayReport { stages: stages.0, outputs, uploaded, floors, first_launch_s, arena })
+    Ok(ReplayReport { stages: stages.0, outputs, uploaded, first_launch_s, arena })
+}
+
+/// The floors an upload of `core` is held against, measured now on this machine (it reads
+/// up to 2 GiB of the shard files again): for reporting, not part of a restore.
+pub fn measure_floors(core: &Core, ctx: &Context) -> Result<Floors, ReplayError> {
+    floors::measure(core, ctx, Staging::default())
 }
 
 /// Stage times, a stage met again adding to its total.
@@ -238,7 +241,7 @@ fn instantiate(m: &Manifest, graphs: &[RetainedGraph]) -> Result<Vec<GraphExec>,
         .zip(graphs)
         .map(|(t, g)| (g, recorded_flags(&t.flags).expect("validated flags").bits()))
         .collect();
-    let execs = instantiate_all(&work, THREADS)?;
+    let execs = instantiate_all(&work, INSTANTIATE_THREADS)?;
     Ok(execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect())
 }
 

@@ -1,6 +1,6 @@
-//! Rebuilds templates from the manifest in O(nodes + edges) (each node's dependencies and
-//! each buffer are found through maps built once per template), on several threads: the
-//! nodes are described on this thread, the graphs built by `cuda::build_all`.
+//! Rebuilds templates from the manifest in O(nodes + edges): each node's dependencies and
+//! each buffer are found through maps built once per template. Nodes are described first
+//! and built by `cuda::build_all`, so a refused node is named by the manifest's ids.
 
 use std::collections::HashMap;
 
@@ -13,12 +13,7 @@ use crate::{
 /// Functions by `(module id, function name)`.
 pub type Functions = HashMap<(String, String), Function>;
 
-pub fn templates(
-    ctx: &Context,
-    m: &Manifest,
-    functions: &Functions,
-    threads: usize,
-) -> Result<Vec<RetainedGraph>, ReplayError> {
+pub fn templates(ctx: &Context, m: &Manifest, functions: &Functions) -> Result<Vec<RetainedGraph>, ReplayError> {
     let buffers: HashMap<&str, &Buffer> = m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
     let mut specs = Vec::with_capacity(m.templates.len());
     let mut orders = Vec::with_capacity(m.templates.len());
@@ -31,7 +26,7 @@ pub fn templates(
     }
     // SAFETY: validation put every memset and memcpy range inside buffers of the arena,
     // which replay mapped before rebuilding and keeps mapped while executables live.
-    unsafe { build_all(ctx, &specs, kept, threads) }.map_err(|BuildFailure { graph, node, error }| {
+    unsafe { build_all(ctx, &specs, kept) }.map_err(|BuildFailure { graph, node, error }| {
         let (t, node) = (&m.templates[graph], orders[graph][node]);
         match &node.op {
             NodeOp::Kernel(k) => ReplayError::KernelNode(Box::new(KernelNodeError {
