@@ -237,6 +237,16 @@ pub enum CudaError {
     AddressNotHonoured { wanted: u64, got: u64, size: u64 },
     #[error("{0}")]
     Unsupported(String),
+    /// A release in `Drop` failed; the next call on the context reports it instead of running.
+    #[error("releasing a handle earlier: {call} failed: {code}{}", and_more(*more))]
+    Release { call: &'static str, code: String, more: usize },
+}
+
+fn and_more(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        n => format!(" (and {n} more failed releases)"),
+    }
 }
 
 /// Exporting retained templates into a core.

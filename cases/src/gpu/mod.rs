@@ -5,6 +5,7 @@ mod capture;
 mod fault;
 mod flags;
 mod layouts;
+mod release;
 mod residency;
 mod tensor_parallel;
 
@@ -20,8 +21,15 @@ use gnomon_fixtures::{
 use crate::{accepted, ensure, Case, Verdict};
 
 pub fn cases(include_faults: bool) -> Vec<Case> {
-    let mut cases =
-        [residency::cases(), flags::cases(), capture::cases(), layouts::cases(), tensor_parallel::cases()].concat();
+    let mut cases = [
+        residency::cases(),
+        flags::cases(),
+        capture::cases(),
+        layouts::cases(),
+        release::cases(),
+        tensor_parallel::cases(),
+    ]
+    .concat();
     if include_faults {
         cases.extend(fault::cases());
     }

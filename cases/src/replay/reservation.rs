@@ -9,11 +9,12 @@ const PROBE_BASE: u64 = 0x400_0000_0000;
 
 pub fn cases() -> Vec<Case> {
     vec![Case::gpu("gpu/reservation/smallest-honoured", "fixed-address", |ctx| {
-        let _device = gnomon_core::cuda::Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+        let device = gnomon_core::cuda::Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
         let sizes = (1..=10).map(|k| MIB << k); // 2 MiB … 1 GiB
         let mut smallest = None;
         for size in sizes {
-            let honoured = ArenaMapping::honours(PROBE_BASE, size).map_err(|e| Verdict::Failed(e.to_string()))?;
+            let honoured =
+                ArenaMapping::honours(&device, PROBE_BASE, size).map_err(|e| Verdict::Failed(e.to_string()))?;
             ctx.metric(&format!("honoured-{}MiB", size / MIB), honoured as u8 as f64, "1");
             if honoured && smallest.is_none() {
                 smallest = Some(size);

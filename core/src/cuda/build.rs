@@ -71,14 +71,17 @@ pub unsafe fn build_all(
 ) -> std::result::Result<Vec<RetainedGraph>, BuildFailure> {
     let mut graphs = Vec::with_capacity(specs.len());
     for (graph, (spec, functions)) in specs.iter().zip(functions).enumerate() {
-        let (raw, nodes) = build_raw(spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
+        let (raw, nodes) = build_raw(ctx, spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
         graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
     }
     Ok(graphs)
 }
 
 /// Creates one graph and adds its nodes; on failure destroys it and says which node.
-fn build_raw(spec: &GraphSpec<'_>) -> std::result::Result<(sys::CUgraph, Vec<sys::CUgraphNode>), (usize, CudaError)> {
+fn build_raw(
+    ctx: &Context,
+    spec: &GraphSpec<'_>,
+) -> std::result::Result<(sys::CUgraph, Vec<sys::CUgraphNode>), (usize, CudaError)> {
     let mut graph = ptr::null_mut();
     // SAFETY: writes one handle, owned by the caller (or destroyed below on failure).
     check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut graph, 0) }).map_err(|e| (0, e))?;
@@ -91,7 +94,7 @@ fn build_raw(spec: &GraphSpec<'_>) -> std::result::Result<(sys::CUgraph, Vec<sys
             Ok(node) => nodes.push(node),
             Err(e) => {
                 // SAFETY: destroys the graph made above, which nothing else holds.
-                unsafe { sys::cuGraphDestroy(graph) };
+                ctx.released("cuGraphDestroy", unsafe { sys::cuGraphDestroy(graph) });
                 return Err((n, e));
             }
         }

@@ -45,6 +45,7 @@ pub fn instantiate_all(work: &[(&RetainedGraph, u64)], threads: usize) -> Result
     let Some((first, _)) = work.first() else {
         return Ok(Vec::new());
     };
+    first.ctx.settle()?;
     // Raw handles cross threads as integers: the threads only pass them to the driver.
     let ctx = first.ctx.raw() as usize;
     let graphs: Vec<(usize, u64)> = work.iter().zip(&flags).map(|((g, _), f)| (g.raw as usize, f.bits())).collect();
@@ -148,7 +149,7 @@ impl RetainedGraph {
     pub fn empty(ctx: &Context) -> Result<Self> {
         let mut raw = ptr::null_mut();
         // SAFETY: writes one handle; destroyed in `Drop`.
-        check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut raw, 0) })?;
+        ctx.call("cuGraphCreate", || unsafe { sys::cuGraphCreate(&mut raw, 0) })?;
         Ok(Self::from_raw(ctx.clone(), raw))
     }
 
@@ -156,6 +157,7 @@ impl RetainedGraph {
     /// flags never reach the driver and create no executable.
     pub fn instantiate(&self, flags: u64) -> Result<GraphExec> {
         let flags = InstantiateFlags::new(flags)?;
+        self.ctx.settle()?;
         self.wrap(instantiate_raw(self.raw, flags.bits())?, flags)
     }
 
@@ -163,7 +165,7 @@ impl RetainedGraph {
     fn wrap(&self, raw: sys::CUgraphExec, flags: InstantiateFlags) -> Result<GraphExec> {
         LIVE_EXECUTABLES.fetch_add(1, Ordering::SeqCst);
         let mut exec = GraphExec {
-            _ctx: self.ctx.clone(),
+            ctx: self.ctx.clone(),
             _functions: self.functions.clone(),
             raw,
             flags,
@@ -252,9 +254,8 @@ impl RetainedGraph {
 impl Drop for RetainedGraph {
     fn drop(&mut self) {
         // SAFETY: destroys the template; executables made from it stay valid.
-        unsafe {
-            let _ = sys::cuGraphDestroy(self.raw);
-        }
+        let status = unsafe { sys::cuGraphDestroy(self.raw) };
+        self.ctx.released("cuGraphDestroy", status);
     }
 }
 
@@ -338,7 +339,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
 /// An executable (`CUgraphExec`), with the flags it was instantiated with and the flags
 /// the driver reported right after.
 pub struct GraphExec {
-    _ctx: Context,
+    ctx: Context,
     /// Keeps the modules of rebuilt kernel nodes loaded.
     _functions: Vec<Function>,
     raw: sys::CUgraphExec,
@@ -356,12 +357,12 @@ impl GraphExec {
 
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuGraphUpload", unsafe { sys::cuGraphUpload(self.raw, stream.raw()) })
+        self.ctx.call("cuGraphUpload", || unsafe { sys::cuGraphUpload(self.raw, stream.raw()) })
     }
 
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.raw, stream.raw()) })
+        self.ctx.call("cuGraphLaunch", || unsafe { sys::cuGraphLaunch(self.raw, stream.raw()) })
     }
 }
 
@@ -388,9 +389,8 @@ impl GraphExecutable for GraphExec {
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // SAFETY: destroys the executable made in `instantiate`.
-        unsafe {
-            let _ = sys::cuGraphExecDestroy(self.raw);
-        }
+        let status = unsafe { sys::cuGraphExecDestroy(self.raw) };
+        self.ctx.released("cuGraphExecDestroy", status);
         LIVE_EXECUTABLES.fetch_sub(1, Ordering::SeqCst);
     }
 }

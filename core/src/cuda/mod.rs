@@ -14,7 +14,7 @@ mod module;
 mod pinned;
 mod vmm;
 
-use std::{ffi::c_void, ptr, rc::Rc};
+use std::{cell::RefCell, ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
@@ -116,18 +116,33 @@ fn device_info(ordinal: i32) -> Result<DeviceInfo> {
     Ok(DeviceInfo { ordinal: ordinal as u32, name, sm: (major * 10 + minor) as u32, total_memory: total as u64 })
 }
 
+/// A driver call that failed in `Drop`, where nothing can return it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ReleaseFailure {
+    call: &'static str,
+    code: String,
+}
+
 struct ContextInner {
     device: sys::CUdevice,
     raw: sys::CUcontext,
     info: DeviceInfo,
+    /// Releases that failed since the last call on this context, which will report them.
+    failed_releases: RefCell<Vec<ReleaseFailure>>,
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
         // SAFETY: releases the retain taken in `Context::new`; every resource holding an
         // `Rc<ContextInner>` is gone by now.
-        unsafe {
-            let _ = cu::primary_ctx::release(self.device);
+        let status = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+        let mut failed = std::mem::take(self.failed_releases.get_mut());
+        failed.extend(
+            status.result().err().map(|e| ReleaseFailure { call: "cuDevicePrimaryCtxRelease", code: describe(e) }),
+        );
+        // No call on this context can come now, so stderr is the last place to say it.
+        for ReleaseFailure { call, code } in failed {
+            eprintln!("gnomon: releasing a handle of device {}: {call} failed: {code}", self.info.ordinal);
         }
     }
 }
@@ -149,52 +164,88 @@ impl Context {
         // SAFETY: `raw` is the context just retained.
         unsafe { cu::ctx::set_current(raw) }
             .map_err(|e| CudaError::Driver { call: "cuCtxSetCurrent", code: describe(e) })?;
-        Ok(Self(Rc::new(ContextInner { device, raw, info })))
+        Ok(Self(Rc::new(ContextInner { device, raw, info, failed_releases: RefCell::default() })))
     }
 
     pub fn info(&self) -> &DeviceInfo {
         &self.0.info
     }
 
+    /// The ordinal of the device the driver runs this thread's work on, asked of the driver
+    /// (`cuCtxGetDevice`) rather than taken from what this context was made for.
+    pub fn current_device(&self) -> Result<u32> {
+        let mut device = 0;
+        // SAFETY: writes one device handle through a valid pointer.
+        self.call("cuCtxGetDevice", || unsafe { sys::cuCtxGetDevice(&mut device) })?;
+        Ok(device as u32)
+    }
+
     pub(crate) fn raw(&self) -> sys::CUcontext {
         self.0.raw
     }
 
+    /// Makes a driver call on this context. A release that failed since the last call
+    /// fails this one instead, before it is made: what `Drop` met is reported, never lost.
+    fn call(&self, call: &'static str, make: impl FnOnce() -> sys::CUresult) -> Result<()> {
+        self.settle()?;
+        check(call, make())
+    }
+
+    /// Reports, once, the releases that failed since the last call on this context.
+    fn settle(&self) -> Result<()> {
+        let failed = std::mem::take(&mut *self.0.failed_releases.borrow_mut());
+        match failed.split_first() {
+            None => Ok(()),
+            Some((first, rest)) => {
+                Err(CudaError::Release { call: first.call, code: first.code.clone(), more: rest.len() })
+            }
+        }
+    }
+
+    /// Keeps the failure of a release made in `Drop` for the next call to report.
+    fn released(&self, call: &'static str, status: sys::CUresult) {
+        if let Err(e) = status.result() {
+            self.0.failed_releases.borrow_mut().push(ReleaseFailure { call, code: describe(e) });
+        }
+    }
+
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: no arguments; waits for the current context.
-        check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+        self.call("cuCtxSynchronize", || unsafe { sys::cuCtxSynchronize() })
     }
 
     /// Free and total device memory, in bytes.
     pub fn memory(&self) -> Result<(u64, u64)> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: writes two sizes through valid pointers.
-        check("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        self.call("cuMemGetInfo", || unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
         Ok((free as u64, total as u64))
     }
 
     pub fn stream(&self) -> Result<Stream> {
         let mut raw = ptr::null_mut();
         // SAFETY: writes one handle; destroyed in `Stream::drop`.
-        check("cuStreamCreate", unsafe {
+        self.call("cuStreamCreate", || unsafe {
             sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
         })?;
-        Ok(Stream { _ctx: self.clone(), raw })
+        Ok(Stream { ctx: self.clone(), raw })
     }
 
     pub fn event(&self) -> Result<Event> {
         let mut raw = ptr::null_mut();
         // SAFETY: writes one handle; destroyed in `Event::drop`.
-        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32) })?;
-        Ok(Event { _ctx: self.clone(), raw })
+        self.call("cuEventCreate", || unsafe {
+            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DEFAULT as u32)
+        })?;
+        Ok(Event { ctx: self.clone(), raw })
     }
 
     /// Device memory from `cuMemAlloc`, zeroed.
     pub fn alloc(&self, bytes: u64) -> Result<DeviceBuffer> {
         let mut ptr = 0;
         // SAFETY: writes one device pointer; freed in `DeviceBuffer::drop`.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) })?;
-        let buffer = DeviceBuffer { _ctx: self.clone(), ptr, bytes };
+        self.call("cuMemAlloc", || unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) })?;
+        let buffer = DeviceBuffer { ctx: self.clone(), ptr, bytes };
         // SAFETY: `ptr` covers `bytes` bytes just allocated.
         check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes as usize) })?;
         Ok(buffer)
@@ -205,7 +256,7 @@ impl Context {
     /// # Safety
     /// `dst..dst + bytes.len()` must be device memory mapped in this context.
     pub unsafe fn write(&self, dst: u64, bytes: &[u8]) -> Result<()> {
-        check("cuMemcpyHtoD", sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()))
+        self.call("cuMemcpyHtoD", || sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()))
     }
 
     /// Copies `len` bytes at device address `src` to the host.
@@ -214,14 +265,14 @@ impl Context {
     /// `src..src + len` must be device memory mapped in this context.
     pub unsafe fn read(&self, src: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len as usize];
-        check("cuMemcpyDtoH", sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize))?;
+        self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize))?;
         Ok(out)
     }
 }
 
 /// A `cuMemAlloc` allocation. Reads and writes are bounds-checked against its size.
 pub struct DeviceBuffer {
-    _ctx: Context,
+    ctx: Context,
     ptr: u64,
     bytes: u64,
 }
@@ -242,12 +293,12 @@ impl DeviceBuffer {
     pub fn upload(&self, bytes: &[u8]) -> Result<()> {
         self.fits(bytes.len() as u64)?;
         // SAFETY: bounds checked against this allocation.
-        unsafe { self._ctx.write(self.ptr, bytes) }
+        unsafe { self.ctx.write(self.ptr, bytes) }
     }
 
     pub fn download(&self) -> Result<Vec<u8>> {
         // SAFETY: the whole allocation.
-        unsafe { self._ctx.read(self.ptr, self.bytes) }
+        unsafe { self.ctx.read(self.ptr, self.bytes) }
     }
 
     fn fits(&self, len: u64) -> Result<()> {
@@ -261,22 +312,21 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: frees the allocation made in `Context::alloc`.
-        unsafe {
-            let _ = sys::cuMemFree_v2(self.ptr);
-        }
+        let status = unsafe { sys::cuMemFree_v2(self.ptr) };
+        self.ctx.released("cuMemFree", status);
     }
 }
 
 /// A non-blocking stream.
 pub struct Stream {
-    _ctx: Context,
+    ctx: Context,
     raw: sys::CUstream,
 }
 
 impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: `raw` is a live stream.
-        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) })
+        self.ctx.call("cuStreamSynchronize", || unsafe { sys::cuStreamSynchronize(self.raw) })
     }
 
     /// Launches `function` with parameters laid out per its recorded slots.
@@ -291,7 +341,7 @@ impl Stream {
         let mut pointers = function.param_pointers(params)?;
         // SAFETY: `pointers` holds one pointer per parameter into `params`, which lives
         // until the call returns; the driver copies the values during the call.
-        check("cuLaunchKernel", unsafe {
+        self.ctx.call("cuLaunchKernel", || unsafe {
             sys::cuLaunchKernel(
                 function.raw(),
                 grid[0],
@@ -313,7 +363,7 @@ impl Stream {
     /// # Safety
     /// `dst..dst + 4 * count` must be device memory of this context.
     pub unsafe fn memset_u32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
-        check("cuMemsetD32Async", sys::cuMemsetD32Async(dst, value, count as usize, self.raw))
+        self.ctx.call("cuMemsetD32Async", || sys::cuMemsetD32Async(dst, value, count as usize, self.raw))
     }
 
     /// Enqueues a copy of `src` (page-locked host memory) to device address `dst`.
@@ -322,7 +372,7 @@ impl Stream {
     /// `dst..dst + src.len()` must be device memory of this context, and `src` must stay
     /// alive and unwritten until an event recorded after this call has completed.
     pub unsafe fn upload_async(&self, dst: u64, src: &[u8]) -> Result<()> {
-        check("cuMemcpyHtoDAsync", sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), self.raw))
+        self.ctx.call("cuMemcpyHtoDAsync", || sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), self.raw))
     }
 
     /// Copies `bytes` from `src` to `dst` on the device.
@@ -330,17 +380,17 @@ impl Stream {
     /// # Safety
     /// Both ranges must be device memory of this context.
     pub unsafe fn copy(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
-        check("cuMemcpyDtoDAsync", sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, self.raw))
+        self.ctx.call("cuMemcpyDtoDAsync", || sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, self.raw))
     }
 
     pub fn record(&self, event: &Event) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(event.raw, self.raw) })
+        self.ctx.call("cuEventRecord", || unsafe { sys::cuEventRecord(event.raw, self.raw) })
     }
 
     pub fn wait(&self, event: &Event) -> Result<()> {
         // SAFETY: both handles are live.
-        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(self.raw, event.raw, 0) })
+        self.ctx.call("cuStreamWaitEvent", || unsafe { sys::cuStreamWaitEvent(self.raw, event.raw, 0) })
     }
 
     /// Captures what `issue` enqueues (on this stream and on streams that join it) into a
@@ -349,12 +399,15 @@ impl Stream {
     pub fn capture(&self, issue: impl FnOnce(&Stream) -> Result<()>) -> Result<RetainedGraph> {
         use sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL as MODE;
         // SAFETY: `raw` is a live stream not already capturing.
-        check("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(self.raw, MODE) })?;
+        self.ctx.call("cuStreamBeginCapture", || unsafe { sys::cuStreamBeginCapture_v2(self.raw, MODE) })?;
         let issued = issue(self);
         let mut graph = ptr::null_mut();
         // SAFETY: ends the capture begun above; on success `graph` is a new template.
         let ended = check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(self.raw, &mut graph) });
-        let template = (!graph.is_null()).then(|| RetainedGraph::from_raw(self._ctx.clone(), graph));
+        let template = (!graph.is_null()).then(|| RetainedGraph::from_raw(self.ctx.clone(), graph));
+        // A handle released inside `issue` may fail and invalidate the capture: name that
+        // cause before the invalidation it led to.
+        self.ctx.settle()?;
         issued?;
         ended?;
         template.ok_or_else(|| CudaError::Unsupported("capture produced no graph".into()))
@@ -368,15 +421,14 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         // SAFETY: destroys the stream made in `Context::stream`.
-        unsafe {
-            let _ = sys::cuStreamDestroy_v2(self.raw);
-        }
+        let status = unsafe { sys::cuStreamDestroy_v2(self.raw) };
+        self.ctx.released("cuStreamDestroy", status);
     }
 }
 
 /// A timing event.
 pub struct Event {
-    _ctx: Context,
+    ctx: Context,
     raw: sys::CUevent,
 }
 
@@ -384,7 +436,7 @@ impl Event {
     /// Waits until the work before the last record of this event has completed.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: `raw` is a live event.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.raw) })
+        self.ctx.call("cuEventSynchronize", || unsafe { sys::cuEventSynchronize(self.raw) })
     }
 
     /// Milliseconds from `self` to `end`, both recorded and completed.
@@ -392,7 +444,7 @@ impl Event {
         let mut ms = 0.0;
         // SAFETY: both events are live; synchronizes on `end` first.
         unsafe {
-            check("cuEventSynchronize", sys::cuEventSynchronize(end.raw))?;
+            self.ctx.call("cuEventSynchronize", || sys::cuEventSynchronize(end.raw))?;
             check("cuEventElapsedTime", sys::cuEventElapsedTime_v2(&mut ms, self.raw, end.raw))?;
         }
         Ok(ms)
@@ -402,8 +454,7 @@ impl Event {
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: destroys the event made in `Context::event`.
-        unsafe {
-            let _ = sys::cuEventDestroy_v2(self.raw);
-        }
+        let status = unsafe { sys::cuEventDestroy_v2(self.raw) };
+        self.ctx.released("cuEventDestroy", status);
     }
 }

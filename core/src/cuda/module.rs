@@ -49,16 +49,15 @@ pub(super) fn nvrtc_version() -> std::result::Result<String, String> {
 }
 
 struct ModuleInner {
-    _ctx: Context,
+    ctx: Context,
     raw: sys::CUmodule,
 }
 
 impl Drop for ModuleInner {
     fn drop(&mut self) {
         // SAFETY: unloads the module loaded in `Module::load`; no `Function` outlives it.
-        unsafe {
-            let _ = sys::cuModuleUnload(self.raw);
-        }
+        let status = unsafe { sys::cuModuleUnload(self.raw) };
+        self.ctx.released("cuModuleUnload", status);
     }
 }
 
@@ -73,8 +72,8 @@ impl Module {
         owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
         let mut raw = ptr::null_mut();
         // SAFETY: `owned` is a complete image that lives across the call.
-        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
-        Ok(Self(Rc::new(ModuleInner { _ctx: ctx.clone(), raw })))
+        ctx.call("cuModuleLoadData", || unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
+        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw })))
     }
 
     /// Compiles CUDA C with NVRTC for this context's device and loads it; returns the PTX

@@ -5,12 +5,12 @@ use std::{ffi::c_void, ptr};
 
 use cudarc::driver::sys;
 
-use super::{check, Context, Result};
+use super::{Context, Result};
 
 /// A `cuMemHostAlloc` allocation, freed in `Drop`. It is plain host memory: slices of it
 /// may be lent to threads that only read files into them.
 pub struct PinnedHost {
-    _ctx: Context,
+    ctx: Context,
     ptr: *mut u8,
     len: usize,
 }
@@ -19,8 +19,8 @@ impl PinnedHost {
     pub fn new(ctx: &Context, len: usize) -> Result<Self> {
         let mut raw: *mut c_void = ptr::null_mut();
         // SAFETY: writes one host pointer to `len` page-locked bytes; freed in `Drop`.
-        check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut raw, len, 0) })?;
-        Ok(Self { _ctx: ctx.clone(), ptr: raw.cast(), len })
+        ctx.call("cuMemHostAlloc", || unsafe { sys::cuMemHostAlloc(&mut raw, len, 0) })?;
+        Ok(Self { ctx: ctx.clone(), ptr: raw.cast(), len })
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
@@ -34,8 +34,7 @@ impl Drop for PinnedHost {
     fn drop(&mut self) {
         // SAFETY: frees the allocation made in `new`; no copy from it is in flight, since
         // every user synchronizes before letting go of its slices.
-        unsafe {
-            let _ = sys::cuMemFreeHost(self.ptr.cast());
-        }
+        let status = unsafe { sys::cuMemFreeHost(self.ptr.cast()) };
+        self.ctx.released("cuMemFreeHost", status);
     }
 }

@@ -8,6 +8,7 @@ use super::{check, Context, CudaError, Result};
 
 /// One mapped shard: its address range and physical allocation.
 pub struct MappedShard {
+    ctx: Context,
     pub address: u64,
     pub size: u64,
     handle: Option<sys::CUmemGenericAllocationHandle>,
@@ -39,9 +40,10 @@ impl ArenaMapping {
     /// Reserves and maps each `(address, size)` exactly where asked. On any failure what
     /// was mapped so far is released and nothing stays reserved.
     pub fn map(ctx: &Context, shards: &[(u64, u64)]) -> Result<Self> {
+        ctx.settle()?;
         let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()) };
         for &(address, size) in shards {
-            arena.shards.push(reserve_exact(address, size)?);
+            arena.shards.push(reserve_exact(ctx, address, size)?);
             let shard = arena.shards.last_mut().expect("just pushed");
             shard.handle = Some(create(ctx, size)?);
             // SAFETY: the range is reserved by us and the handle covers `size` bytes.
@@ -55,8 +57,9 @@ impl ArenaMapping {
     }
 
     /// Whether a reservation of `size` at `address` lands there; nothing stays reserved.
-    pub fn honours(address: u64, size: u64) -> Result<bool> {
-        match reserve_exact(address, size) {
+    pub fn honours(ctx: &Context, address: u64, size: u64) -> Result<bool> {
+        ctx.settle()?;
+        match reserve_exact(ctx, address, size) {
             Ok(_released_on_drop) => Ok(true),
             Err(CudaError::AddressNotHonoured { .. }) => Ok(false),
             Err(other) => Err(other),
@@ -73,11 +76,11 @@ impl ArenaMapping {
 }
 
 /// Reserves `size` bytes at `address`; a reservation placed elsewhere is freed and refused.
-fn reserve_exact(address: u64, size: u64) -> Result<MappedShard> {
+fn reserve_exact(ctx: &Context, address: u64, size: u64) -> Result<MappedShard> {
     let mut got = 0;
     // SAFETY: writes one address; freed by `MappedShard::drop` or right below.
     check("cuMemAddressReserve", unsafe { sys::cuMemAddressReserve(&mut got, size as usize, 0, address, 0) })?;
-    let shard = MappedShard { address: got, size, handle: None, mapped: false };
+    let shard = MappedShard { ctx: ctx.clone(), address: got, size, handle: None, mapped: false };
     if got != address {
         drop(shard);
         return Err(CudaError::AddressNotHonoured { wanted: address, got, size });
@@ -116,12 +119,12 @@ impl Drop for MappedShard {
         // SAFETY: undoes, in reverse, exactly the steps that succeeded for this shard.
         unsafe {
             if self.mapped {
-                let _ = sys::cuMemUnmap(self.address, self.size as usize);
+                self.ctx.released("cuMemUnmap", sys::cuMemUnmap(self.address, self.size as usize));
             }
             if let Some(handle) = self.handle {
-                let _ = sys::cuMemRelease(handle);
+                self.ctx.released("cuMemRelease", sys::cuMemRelease(handle));
             }
-            let _ = sys::cuMemAddressFree(self.address, self.size as usize);
+            self.ctx.released("cuMemAddressFree", sys::cuMemAddressFree(self.address, self.size as usize));
         }
     }
 }
