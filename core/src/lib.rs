@@ -2,6 +2,7 @@
 //!
 //! - [`format`]: core format v1 — the manifest types, reading and writing a core directory.
 //! - [`validate`]: every rule a core must satisfy before it may reach a GPU.
+//! - [`account`]: what a valid core holds, in a few lines.
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
 //! - [`contract`]: export needs templates only; replay needs executables.
 //! - [`shards`]: splitting a fixed-address arena into shards under a cap.
@@ -9,6 +10,7 @@
 //! - [`tensor_parallel`]: whether per-rank cores agree.
 //! - [`cuda`]: the only module that talks to the driver.
 
+pub mod account;
 pub mod capture_order;
 pub mod contract;
 pub mod cuda;

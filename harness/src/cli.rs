@@ -56,6 +56,12 @@ pub enum Command {
     /// Render several reports (nightly runs, say) as one HTML page: a status grid of
     /// cases × runs and a plot of each metric over the runs.
     Trend(TrendArgs),
+    /// Check cores against every rule of the format, without a GPU, and say what each holds.
+    #[command(
+        after_help = "Exit codes: 0 every core is valid; 101 a core was refused (the rule it breaks is printed); \
+                            2 a core could not be read."
+    )]
+    Validate(ValidateArgs),
     /// Validate a core and replay it natively on device 0, at its fixed addresses.
     Replay(ReplayArgs),
     /// Export a fixture workload's core and exit (the exporting process of a replay case).
@@ -148,6 +154,22 @@ pub struct RunCaseArgs {
     pub case: String,
     #[arg(long)]
     pub result_file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Core directories (each holding manifest.json).
+    #[arg(required = true)]
+    pub cores: Vec<PathBuf>,
+    /// Output format: an account in words, or one JSON object per core.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: AccountFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccountFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,13 @@
-//! The report commands: `compare`, `merge`, `summary` and `trend`.
+//! The commands that read files and run no case: `validate`, `compare`, `merge`, `summary`
+//! and `trend`.
 
 use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
+use gnomon_core::errors::CoreError;
 use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, Report, Thresholds};
 
-use crate::cli::{CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs};
+use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};
 
 fn load(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
@@ -69,4 +71,53 @@ pub fn write_trend(args: &TrendArgs) -> Result<i32, String> {
     gnomon_reports::write_atomically(&path, page.as_bytes()).map_err(|e| format!("write {}: {e}", path.display()))?;
     eprintln!("gnomon: trend of {} runs written to {}", args.reports.len(), path.display());
     Ok(exit_codes::SUCCESS)
+}
+
+/// `gnomon validate`: every rule of the format, file hashes included, for each core; the
+/// worst outcome sets the exit code (unreadable over refused over valid).
+pub fn validate_cores(args: &ValidateArgs) -> i32 {
+    let mut code = exit_codes::SUCCESS;
+    for dir in &args.cores {
+        let opened = match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => gnomon_core::format::Core::open(dir),
+            Ok(_) => Err(CoreError::Read { path: dir.clone(), source: std::io::Error::other("not a directory") }),
+            Err(source) => Err(CoreError::Read { path: dir.clone(), source }),
+        };
+        let (verdict, worse) = match opened {
+            Ok(core) => (Ok(gnomon_core::account::Account::of(core.manifest())), exit_codes::SUCCESS),
+            Err(e @ CoreError::Read { .. }) => (Err(("unreadable", e.to_string())), exit_codes::USAGE),
+            Err(e) => (Err(("refused", e.to_string())), exit_codes::CASES_FAILED),
+        };
+        code = worst(code, worse);
+        match (args.format, verdict) {
+            (AccountFormat::Text, Ok(account)) => {
+                println!("{}: valid\n{}\n", dir.display(), indent(&account.to_string()))
+            }
+            (AccountFormat::Text, Err((outcome, e))) => println!("{}: {outcome}: {e}\n", dir.display()),
+            (AccountFormat::Json, verdict) => {
+                let (outcome, body) = match verdict {
+                    Ok(account) => ("valid", serde_json::json!({ "account": account })),
+                    Err((outcome, e)) => (outcome, serde_json::json!({ "error": e })),
+                };
+                let mut line = serde_json::json!({ "core": dir.display().to_string(), "outcome": outcome });
+                line.as_object_mut().expect("an object").extend(body.as_object().expect("an object").clone());
+                println!("{line}");
+            }
+        }
+    }
+    code
+}
+
+/// Unreadable (2) is worse than refused (101), which is worse than valid (0).
+fn worst(a: i32, b: i32) -> i32 {
+    let rank = |c: i32| [exit_codes::SUCCESS, exit_codes::CASES_FAILED, exit_codes::USAGE].iter().position(|&x| x == c);
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
 }

@@ -27,6 +27,7 @@ fn run() -> i32 {
         Command::Merge(args) => commands::exit(commands::merge_reports(&args)),
         Command::Summary(args) => commands::exit(commands::print_summary(&args)),
         Command::Trend(args) => commands::exit(commands::write_trend(&args)),
+        Command::Validate(args) => commands::validate_cores(&args),
         Command::Replay(args) => gnomon_cases::replay::replay_command(&args.core, args.result.as_deref()),
         Command::Export(args) => {
             gnomon_cases::replay::export_command(&args.workload, args.cap, &args.dir, args.result.as_deref())

@@ -37,8 +37,11 @@ pub type StageTimes = Vec<(&'static str, f64)>;
 pub struct OutputCheck {
     pub template: String,
     pub buffer: String,
+    /// Which launch of the template, from 0; every launch starts from the loaded state.
+    pub launch: u32,
     pub expected_sha256: String,
     pub actual_sha256: String,
+    /// The output's bytes, kept for the first launch only (later ones are judged by digest).
     pub bytes: Vec<u8>,
 }
 
@@ -81,6 +84,17 @@ pub enum Executables {
 }
 
 pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<ReplayReport, ReplayError> {
+    replay_launching(core, ctx, executables, 1)
+}
+
+/// [`replay`], launching each template `launches` times (at least once), each time from
+/// the loaded state: what a determinism check compares.
+pub fn replay_launching(
+    core: &Core,
+    ctx: &Context,
+    executables: Executables,
+    launches: u32,
+) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
     let mut stages = Stages::default();
     check_context(m, ctx)?;
@@ -98,7 +112,7 @@ pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<Re
             plan(m, execs)?
         }
     };
-    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, &mut stages)?;
+    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), &mut stages)?;
     Ok(ReplayReport { stages: stages.0, outputs, uploaded, first_launch_s, arena })
 }
 
@@ -254,14 +268,15 @@ fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, Re
     Ok(ReplayPlan::new(&recorded, execs)?)
 }
 
-/// Launches each template once from the core's initial state of the writable buffers,
-/// digests its outputs and checks that it left every weight as it was; returns the
-/// outputs and the first launch's time in seconds (CUDA events).
+/// Launches each template `launches` times, each from the core's initial state of the
+/// writable buffers, digests its outputs and checks that it left every weight as it was;
+/// returns the outputs and the first launch's time in seconds (CUDA events).
 fn launch_all(
     ctx: &Context,
     m: &Manifest,
     arena: &Restored,
     plan: &ReplayPlan<GraphExec>,
+    launches: u32,
     stages: &mut Stages,
 ) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
     let stream = ctx.stream()?;
@@ -273,7 +288,9 @@ fn launch_all(
     let (start, end) = (ctx.event()?, ctx.event()?);
     let mut first_launch = None;
     let mut outputs = Vec::new();
-    for (template, exec) in m.templates.iter().zip(plan.executables()) {
+    for ((template, exec), launch) in
+        m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
+    {
         stages.time("reset", || arena.reset(&stream))?;
         let launched = stages.time("launch", || {
             stream.record(&start)?;
@@ -293,9 +310,10 @@ fn launch_all(
                     outputs.push(OutputCheck {
                         template: template.name.clone(),
                         buffer: o.buffer.clone(),
+                        launch,
                         expected_sha256: o.sha256.clone(),
                         actual_sha256,
-                        bytes,
+                        bytes: if launch == 0 { bytes } else { Vec::new() },
                     });
                 }
             }
