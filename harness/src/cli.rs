@@ -64,8 +64,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Validate a core and replay it natively on device 0, at its fixed addresses.
     Replay(ReplayArgs),
-    /// Export a fixture workload's core and exit (the exporting process of a replay case).
-    #[command(name = "__export", hide = true)]
+    /// Write the core of a built-in workload (the exporter the replay cases run), to read
+    /// as an example of the format or to qualify; needs a GPU.
     Export(ExportArgs),
     /// Run one case in this process and write its record (used by `run` for isolation).
     #[command(name = "__run-case", hide = true)]
@@ -183,14 +183,40 @@ pub struct ReplayArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
+    /// The workload: elementwise, gemm, fork-join, decode, model-scale, model-scale-nightly.
     pub workload: String,
-    /// Shard cap in bytes.
+    /// Directory for the core (for --tp N, one core per rank under DIR/rank-R).
     #[arg(long)]
+    pub out: PathBuf,
+    /// Shard cap, for example 64MiB or 64GiB.
+    #[arg(long, default_value = "64GiB", value_parser = parse_cap)]
     pub cap: u64,
-    #[arg(long)]
-    pub dir: PathBuf,
+    /// Instantiation flags for every template (0, 1, 8 or 9) instead of the workload's own.
+    #[arg(long, value_parser = parse_flags)]
+    pub flags: Option<u64>,
+    /// Tensor-parallel world size: write a rank set of N cores.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub tp: u32,
+    /// Also write the outcome and metrics as JSON here.
     #[arg(long)]
     pub result: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    pub fn options(&self) -> gnomon_cases::replay::ExportOptions {
+        let at_cap = gnomon_cases::replay::ExportOptions::at_cap(self.cap);
+        gnomon_cases::replay::ExportOptions { flags: self.flags, world: self.tp, ..at_cap }
+    }
+}
+
+fn parse_flags(s: &str) -> Result<u64, String> {
+    let value = s.parse::<u64>().map_err(|_| format!("`{s}` is not a number"))?;
+    gnomon_core::flags::InstantiateFlags::new(value).map(|f| f.bits()).map_err(|e| e.to_string())
+}
+
+/// A byte size such as `64MiB`; a plain number is bytes.
+fn parse_cap(s: &str) -> Result<u64, String> {
+    s.parse::<bytesize::ByteSize>().map(|b| b.as_u64()).map_err(|e| format!("`{s}` is not a size such as 64MiB: {e}"))
 }
 
 #[derive(Debug, Args)]

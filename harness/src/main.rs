@@ -30,7 +30,7 @@ fn run() -> i32 {
         Command::Validate(args) => commands::validate_cores(&args),
         Command::Replay(args) => gnomon_cases::replay::replay_command(&args.core, args.result.as_deref()),
         Command::Export(args) => {
-            gnomon_cases::replay::export_command(&args.workload, args.cap, &args.dir, args.result.as_deref())
+            gnomon_cases::replay::export_command(&args.workload, args.options(), &args.out, args.result.as_deref())
         }
         Command::RunCase(args) => gnomon::runner::child_main(&args.case, &args.result_file),
     }

@@ -12,7 +12,7 @@ use gnomon_core::{
 };
 use gnomon_fixtures::workloads::by_name;
 
-use super::pipeline::{export, Handover, ARENA_BASE};
+use super::pipeline::{export, ExportOptions, Handover, ARENA_BASE};
 use crate::{ensure, refused, Case, Verdict};
 
 const CLAIM: &str = "bad-core-refused";
@@ -30,7 +30,7 @@ fn bad_core_of(workload: &'static str, slug: &str, body: Breaker) -> Case {
         let tmp = tempfile::tempdir().map_err(|e| Verdict::Blocked(e.to_string()))?;
         let dir = tmp.path().join("core");
         let workload = by_name(workload).expect("a built-in workload");
-        drop(export(workload, 64 * MIB, &dir, Handover::Exit)?);
+        drop(export(workload, ExportOptions::at_cap(64 * MIB), &dir, Handover::Exit)?);
         body(&dir)?;
         ensure(live_executables() == 0, || format!("{} executables exist after the refusal", live_executables()))
     })

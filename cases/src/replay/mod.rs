@@ -13,6 +13,7 @@ use gnomon_core::{replay::Executables, shards::GIB, shards::MIB};
 use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use native::{export_command, replay_command, StepOutcome};
+pub use pipeline::ExportOptions;
 use pipeline::{export, Handover};
 
 use crate::{Case, Ctx, Metrics, Verdict};
@@ -51,7 +52,7 @@ fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdic
     let tmp = scratch()?;
     let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
     let mut metrics = Metrics::new();
-    let export_args = ["__export", w.name(), "--cap", &cap.to_string(), "--dir"].map(String::from);
+    let export_args = ["export", w.name(), "--cap", &cap.to_string(), "--out"].map(String::from);
     let outcome = helper(&export_args, &written, &tmp.path().join("export.json"));
     outcome.into_result(&mut metrics)?;
     std::fs::create_dir_all(moved.parent().expect("has a parent")).map_err(|e| Verdict::Blocked(e.to_string()))?;
@@ -78,7 +79,7 @@ fn helper(args: &[String], dir: &Path, result: &Path) -> StepOutcome {
 fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
     let tmp = scratch()?;
     let dir = tmp.path().join("core");
-    let exported = export(w, cap, &dir, Handover::Direct)?;
+    let exported = export(w, ExportOptions::at_cap(cap), &dir, Handover::Direct)?;
     let mut metrics = exported.metrics;
     let started = std::time::Instant::now();
     let (core, open) = native::open_timed(&dir)?;

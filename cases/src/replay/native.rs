@@ -1,6 +1,6 @@
 //! The native side: replay a core and judge what it produced, bitwise against the
 //! exported expectations and within tolerance against the CPU reference the core names.
-//! Also the bodies of `gnomon replay` and the hidden `gnomon __export`.
+//! Also the bodies of `gnomon replay` and `gnomon export`.
 
 use std::{path::Path, time::Instant};
 
@@ -13,12 +13,12 @@ use gnomon_core::{
 };
 use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},
-    workloads::{by_name, Contents},
+    workloads::{self, by_name, Contents},
 };
 use gnomon_reports::{exit_codes, Status};
 use serde::{Deserialize, Serialize};
 
-use super::pipeline::{export, Handover};
+use super::pipeline::{export, ExportOptions, Handover};
 use crate::{measured, Metrics, Verdict};
 
 /// What a helper process (export or replay) reports to the case that started it.
@@ -220,14 +220,27 @@ pub fn open_timed(dir: &Path) -> Result<(Core, (&'static str, f64)), Verdict> {
     Ok((core, ("open", started.elapsed().as_secs_f64())))
 }
 
-/// `gnomon __export WORKLOAD --cap BYTES --dir DIR`: the exporting process of the
-/// process-exit handover. It writes the core and exits.
-pub fn export_command(workload: &str, cap: u64, dir: &Path, result: Option<&Path>) -> i32 {
-    let exported = match by_name(workload) {
-        Some(w) => export(w, cap, dir, Handover::Exit).map(|e| e.metrics),
-        None => Err(Verdict::Failed(format!("no workload `{workload}`"))),
+/// `gnomon export WORKLOAD --out DIR`: writes the core of a built-in workload, as the
+/// exporting process of the process-exit handover does, and exits. With `world` > 1 it
+/// writes one core per rank, `DIR/rank-R`, each recording its rank.
+pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result: Option<&Path>) -> i32 {
+    let Some(w) = by_name(workload) else {
+        let known: Vec<_> = workloads::all().into_iter().chain(workloads::nightly()).map(|w| w.name()).collect();
+        eprintln!("gnomon: no workload `{workload}`; the workloads are {}", known.join(", "));
+        return exit_codes::USAGE;
     };
-    finish(StepOutcome::new(exported), result, &format!("export `{workload}` at cap {} MiB", cap / MIB))
+    let exported = match options.world {
+        1 => export(w, options, dir, Handover::Exit).map(|e| e.metrics),
+        world => (0..world).try_fold(Metrics::new(), |_, rank| {
+            let rank_dir = dir.join(format!("rank-{rank}"));
+            export(w, ExportOptions { rank, ..options }, &rank_dir, Handover::Exit).map(|e| e.metrics)
+        }),
+    };
+    finish(
+        StepOutcome::new(exported),
+        result,
+        &format!("export `{workload}` at cap {} MiB to {}", options.cap / MIB, dir.display()),
+    )
 }
 
 fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) -> i32 {

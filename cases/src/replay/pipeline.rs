@@ -74,7 +74,26 @@ fn failed(what: &str) -> impl Fn(String) -> Verdict + '_ {
     move |e| Verdict::Failed(format!("{what}: {e}"))
 }
 
-pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Result<Exported, Verdict> {
+/// What an export writes beyond the workload itself.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportOptions {
+    /// Shard cap in bytes.
+    pub cap: u64,
+    /// Instantiation flags for every template, instead of the workload's own.
+    pub flags: Option<u64>,
+    /// Tensor-parallel rank and world size recorded in the core.
+    pub rank: u32,
+    pub world: u32,
+}
+
+impl ExportOptions {
+    pub fn at_cap(cap: u64) -> Self {
+        Self { cap, flags: None, rank: 0, world: 1 }
+    }
+}
+
+pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Handover) -> Result<Exported, Verdict> {
+    let cap = options.cap;
     let started = Instant::now();
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let free_at_start = free(&ctx)?;
@@ -85,7 +104,8 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
     let templates: Vec<(String, u64, RetainedGraph)> = w
         .templates()
         .into_iter()
-        .map(|(name, flags)| {
+        .map(|(name, own)| {
+            let flags = options.flags.unwrap_or(own);
             let graph = session
                 .stream
                 .capture(|s| w.issue(&name, s, &session.env()))
@@ -95,7 +115,7 @@ pub fn export(w: &dyn Workload, cap: u64, dir: &Path, handover: Handover) -> Res
         .collect::<Result<_, Verdict>>()?;
     lowest_free = lowest_free.min(free(&ctx)?);
     let images = module_images(w, &session);
-    let context = core_context(&ctx)?;
+    let context = core_context(&ctx, options)?;
     let mut exporter = Exporter::new(dir, context, arena, buffers.clone(), &images)
         .map_err(|e| failed("start export")(e.to_string()))?;
     let (written, write_s) =
@@ -215,14 +235,14 @@ fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
         .collect()
 }
 
-fn core_context(ctx: &Context) -> Result<CoreContext, Verdict> {
+fn core_context(ctx: &Context, options: ExportOptions) -> Result<CoreContext, Verdict> {
     let driver_version = gnomon_core::cuda::driver_version().map_err(blocked("driver version"))?;
     Ok(CoreContext {
         sm: ctx.info().sm,
         device_name: ctx.info().name.clone(),
         driver_version,
-        tp_rank: 0,
-        tp_world_size: 1,
+        tp_rank: options.rank,
+        tp_world_size: options.world,
         producer: Producer {
             name: "gnomon reference exporter".into(),
             version: env!("CARGO_PKG_VERSION").into(),
