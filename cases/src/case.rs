@@ -69,6 +69,33 @@ pub enum Isolation {
     ChildProcess,
 }
 
+/// Cases judged together by child processes started at once: `gnomon qualify` restores a
+/// core once and judges every stage and template of it from that one restore (restoring
+/// an 8 GiB arena per case would take the run hours), and replays the ranks of a set on
+/// their GPUs at the same time.
+pub struct Batch {
+    pub children: Vec<BatchChild>,
+    /// Records made from every child's records together (the ranks overlapped, say).
+    pub combine: Combine,
+}
+
+pub type Combine = Box<dyn Fn(&[CaseRecord]) -> Vec<CaseRecord> + Send + Sync>;
+
+/// One child of a batch: `gnomon ARGS --result-file FILE`, which writes the records of
+/// `cases` as a JSON array.
+pub struct BatchChild {
+    pub args: Vec<String>,
+    pub cases: Vec<Case>,
+}
+
+impl BatchChild {
+    /// A record of each of this child's cases, for a child that wrote none.
+    pub fn records(&self, status: Status, reason: &str, output: Option<String>) -> Vec<CaseRecord> {
+        let record = |c: &Case| CaseRecord { stderr: output.clone(), ..c.record(status, Some(reason.to_owned())) };
+        self.cases.iter().map(record).collect()
+    }
+}
+
 /// What the machine offers, as the runner's preflight found it.
 #[derive(Clone, Debug, Default)]
 pub struct Facilities {
@@ -84,7 +111,15 @@ pub struct Case {
     pub claims: Vec<&'static str>,
     pub requires: Requirement,
     pub isolation: Isolation,
+    /// Set for a case judged by a batch's child rather than by its own body.
+    pub batch: Option<Arc<Batch>>,
     body: CaseBody,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case").field("id", &self.id).field("requires", &self.requires).finish()
+    }
 }
 
 impl Case {
@@ -100,6 +135,7 @@ impl Case {
             claims: vec![claim],
             requires: Requirement::Nothing,
             isolation: Isolation::InProcess,
+            batch: None,
             body: Arc::new(body),
         }
     }
@@ -120,6 +156,17 @@ impl Case {
 
     pub fn isolated(mut self) -> Self {
         self.isolation = Isolation::ChildProcess;
+        self
+    }
+
+    /// A case that a batch's child judges; its own body only says so, should it be run alone.
+    pub fn judged_by_batch(id: &str, claim: &'static str, requires: Requirement) -> Self {
+        let alone = |_: &mut Ctx| Err(Verdict::Blocked("judged only with the other cases of its batch".into()));
+        Self::new(id, claim, alone).requiring(requires).isolated()
+    }
+
+    pub fn in_batch(mut self, batch: &Arc<Batch>) -> Self {
+        self.batch = Some(Arc::clone(batch));
         self
     }
 

@@ -17,9 +17,10 @@ struct File {
     expect: Vec<Entry>,
 }
 
+/// One known failure, as written in an expectations file or a qualification profile.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Entry {
+pub struct Entry {
     cases: String,
     status: Status,
     reason: String,
@@ -43,11 +44,15 @@ pub struct Expectations {
 }
 
 impl Expectations {
-    /// Parses and checks a file: every entry expects a failing status and has a valid glob.
+    /// Parses and checks a file.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: File = toml::from_str(text).map_err(|e| format!("expectations: {e}"))?;
-        let list = file
-            .expect
+        Self::from_entries(file.expect)
+    }
+
+    /// Checks entries: every one expects a failing status and has a valid glob.
+    pub fn from_entries(entries: Vec<Entry>) -> Result<Self, String> {
+        let list = entries
             .into_iter()
             .enumerate()
             .map(|(i, entry)| {

@@ -3,6 +3,7 @@
 //!
 //! - `cpu/`: the export contract checked without a GPU.
 //! - `gpu/` and `replay/`: need a CUDA device; each runs in its own child process.
+//! - `qualify/`: a port's own cores, judged by `gnomon qualify` (not in the catalogue).
 //! - `mock/`: hidden cases that pass, fail, crash, hang and flake on purpose, so the
 //!   runner can test its own isolation without a GPU.
 
@@ -12,9 +13,12 @@ pub mod cpu;
 pub mod expectations;
 mod gpu;
 pub mod mock;
+pub mod qualify;
 pub mod replay;
 
-pub use case::{measured, Case, CaseBody, Ctx, Facilities, Isolation, Metrics, Requirement, Verdict};
+pub use case::{
+    measured, Batch, BatchChild, Case, CaseBody, Ctx, Facilities, Isolation, Metrics, Requirement, Verdict,
+};
 pub use check::*;
 
 /// What to include beyond the normal catalogue.

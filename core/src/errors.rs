@@ -289,6 +289,19 @@ pub enum ReplayError {
     Node { template: String, node: String, source: CudaError },
 }
 
+impl ReplayError {
+    /// The template at fault, when the error names one.
+    pub fn template(&self) -> Option<&str> {
+        match self {
+            Self::UnsupportedNode { template, .. }
+            | Self::WeightWritten { template, .. }
+            | Self::Node { template, .. } => Some(template),
+            Self::KernelNode(k) => Some(&k.template),
+            _ => None,
+        }
+    }
+}
+
 /// A kernel node the driver would not add, with what it asked for.
 #[derive(Debug, Error)]
 #[error("template `{template}` node `{node}` (function `{function}`, grid {grid:?}, block {block:?}, {shared_mem} B of dynamic shared memory): {source}")]

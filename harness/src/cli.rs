@@ -5,10 +5,10 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use gnomon_cases::expectations::Expectations;
+use gnomon_cases::{expectations::Expectations, qualify::Target};
 use gnomon_reports::Partition;
 
-use crate::runner::RunConfig;
+use crate::runner::{CaseSource, RunConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -56,6 +56,14 @@ pub enum Command {
     /// Render several reports (nightly runs, say) as one HTML page: a status grid of
     /// cases × runs and a plot of each metric over the runs.
     Trend(TrendArgs),
+    /// Qualify a port's cores or rank sets: the standard cases against each, as a report
+    /// that compare, merge, summary and expectations apply to.
+    #[command(after_help = "Exit codes: 0 every case passed, was skipped, blocked or failed as expected; \
+                            101 a case failed; 2 bad usage (a target or profile that cannot be read).")]
+    Qualify(QualifyArgs),
+    /// Restore one core and judge its qualification cases (a child of `qualify`).
+    #[command(name = "__qualify-core", hide = true)]
+    QualifyCore(QualifyCoreArgs),
     /// Check cores against every rule of the format, without a GPU, and say what each holds.
     #[command(
         after_help = "Exit codes: 0 every core is valid; 101 a core was refused (the rule it breaks is printed); \
@@ -115,6 +123,7 @@ impl RunArgs {
             None => gnomon_cases::expectations::DEFAULT.to_owned(),
         };
         Ok(RunConfig {
+            source: CaseSource::Catalogue,
             report_dir: self.report_dir,
             require_arch: self.require_arch,
             case_timeout: self.case_timeout,
@@ -152,6 +161,96 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Args)]
 pub struct RunCaseArgs {
     pub case: String,
+    #[arg(long)]
+    pub result_file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// Cores (directories holding manifest.json) and rank sets (directories of per-rank
+    /// cores); the profile's `cores` come in addition.
+    pub targets: Vec<PathBuf>,
+    /// The port's qualification profile (TOML): cores, launches, tolerances, budgets,
+    /// expected failures.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Directory for report.json, report.md and junit.xml [default: reports/out/RUN-ID].
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
+    /// Time limit for each core's restore and judgement (1s to 24h).
+    #[arg(long, default_value = "600s", value_parser = parse_timeout)]
+    pub case_timeout: Duration,
+    /// List the case ids and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+impl QualifyArgs {
+    pub fn into_config(self) -> Result<RunConfig, String> {
+        let profile = match &self.profile {
+            Some(path) => gnomon_cases::qualify::Profile::load(path)?,
+            None => gnomon_cases::qualify::Profile::default(),
+        };
+        let paths: Vec<&PathBuf> = self.targets.iter().chain(&profile.cores).collect();
+        if paths.is_empty() {
+            return Err("qualify: name a core or rank set, or a profile with `cores`".into());
+        }
+        let targets = paths.iter().map(|p| Target::find(p)).collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<&str> = targets.iter().map(Target::name).collect();
+        if let Some(twice) = names.iter().enumerate().find_map(|(i, n)| names[..i].contains(n).then_some(n)) {
+            return Err(format!("qualify: two targets are named `{twice}`; case ids would collide"));
+        }
+        let subject = qualify_subject(&targets);
+        let cases = gnomon_cases::qualify::cases(&targets, &profile);
+        let run_profile = self
+            .profile
+            .as_deref()
+            .and_then(|p| p.file_stem())
+            .map_or("qualify".into(), |s| s.to_string_lossy().into_owned());
+        let libtest = libtest_mimic::Arguments { list: self.list, ..Default::default() };
+        Ok(RunConfig {
+            source: CaseSource::Given { cases, subject },
+            report_dir: self.report_dir,
+            require_arch: None,
+            case_timeout: self.case_timeout,
+            retries: 0,
+            profile: run_profile,
+            include_mock: false,
+            include_faults: false,
+            child_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon")),
+            partition: None,
+            expectations: profile.expectations,
+            libtest,
+            empty_selection_fails: true,
+        })
+    }
+}
+
+/// The port, as its cores' producer names it.
+fn qualify_subject(targets: &[Target]) -> gnomon_reports::Subject {
+    let first = targets.iter().flat_map(|t| match t {
+        Target::Core { core, .. } => std::slice::from_ref(core),
+        Target::RankSet { ranks, .. } => ranks.as_slice(),
+    });
+    let producer = first.filter_map(|c| c.manifest.as_ref()).map(|m| m.context.producer.clone()).next();
+    let names: Vec<&str> = targets.iter().map(Target::name).collect();
+    gnomon_reports::Subject {
+        name: format!("port {}", names.join(", ")),
+        version: producer.as_ref().map_or(String::new(), |p| format!("{} {}", p.name, p.version)),
+        commit: producer.map_or(String::new(), |p| p.commit),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyCoreArgs {
+    pub core: PathBuf,
+    #[arg(long)]
+    pub prefix: String,
+    /// The GPU of a rank of a set.
+    #[arg(long)]
+    pub device: Option<u32>,
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
     #[arg(long)]
     pub result_file: PathBuf,
 }

@@ -27,6 +27,13 @@ fn run() -> i32 {
         Command::Merge(args) => commands::exit(commands::merge_reports(&args)),
         Command::Summary(args) => commands::exit(commands::print_summary(&args)),
         Command::Trend(args) => commands::exit(commands::write_trend(&args)),
+        Command::Qualify(args) => match args.into_config() {
+            Ok(config) => gnomon::runner::run(config),
+            Err(e) => commands::exit(Err(e)),
+        },
+        Command::QualifyCore(a) => {
+            gnomon_cases::qualify::judge_command(&a.core, &a.prefix, a.device, a.profile.as_deref(), &a.result_file)
+        }
         Command::Validate(args) => commands::validate_cores(&args),
         Command::Replay(args) => gnomon_cases::replay::replay_command(&args.core, args.result.as_deref()),
         Command::Export(args) => {

@@ -10,6 +10,7 @@ fn main() -> ExitCode {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("suite-report"));
     let config = gnomon::runner::RunConfig {
+        source: gnomon::runner::CaseSource::Catalogue,
         libtest: libtest_mimic::Arguments::from_args(),
         report_dir: Some(report_dir),
         require_arch: None,

@@ -3,7 +3,7 @@
 //! the GPU path; and the smallest reservation the driver places where asked.
 
 mod bad_core;
-mod native;
+pub(crate) mod native;
 mod pipeline;
 mod reservation;
 

@@ -59,8 +59,9 @@ impl Core {
     }
 }
 
-/// Reads `manifest.json`, checking its size first and its version before its shape.
-fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
+/// Reads `manifest.json`, checking its size first and its version before its shape; no
+/// other rule is checked (`Core::open` checks them all).
+pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     let path = resolve_in_core(dir, MANIFEST_FILE, "manifest")?;
     let read_err = |source| CoreError::Read { path: path.clone(), source };
     let size = fs::metadata(&path).map_err(read_err)?.len();

@@ -4,5 +4,5 @@
 mod io;
 mod manifest;
 
-pub use io::{hash_hex, resolve_in_core, Core, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES};
+pub use io::{hash_hex, read_manifest, resolve_in_core, Core, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES};
 pub use manifest::*;

@@ -84,7 +84,15 @@ pub enum Executables {
 }
 
 pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<ReplayReport, ReplayError> {
-    replay_launching(core, ctx, executables, 1)
+    replay_launching(core, ctx, executables, 1).map_err(|f| f.error)
+}
+
+/// Where a replay stopped: the stage, the template at fault when there is one, the error.
+#[derive(Debug)]
+pub struct StageFailure {
+    pub stage: &'static str,
+    pub template: Option<String>,
+    pub error: ReplayError,
 }
 
 /// [`replay`], launching each template `launches` times (at least once), each time from
@@ -94,9 +102,23 @@ pub fn replay_launching(
     ctx: &Context,
     executables: Executables,
     launches: u32,
+) -> Result<ReplayReport, StageFailure> {
+    let mut stages = Stages::default();
+    restore_and_launch(core, ctx, executables, launches, &mut stages).map_err(|error| StageFailure {
+        stage: stages.failed.unwrap_or("context"),
+        template: error.template().map(str::to_owned).or(stages.template),
+        error,
+    })
+}
+
+fn restore_and_launch(
+    core: &Core,
+    ctx: &Context,
+    executables: Executables,
+    launches: u32,
+    stages: &mut Stages,
 ) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
-    let mut stages = Stages::default();
     check_context(m, ctx)?;
     let handed = matches!(executables, Executables::Handed(_));
     let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
@@ -112,8 +134,8 @@ pub fn replay_launching(
             plan(m, execs)?
         }
     };
-    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), &mut stages)?;
-    Ok(ReplayReport { stages: stages.0, outputs, uploaded, first_launch_s, arena })
+    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), stages)?;
+    Ok(ReplayReport { stages: std::mem::take(&mut stages.times), outputs, uploaded, first_launch_s, arena })
 }
 
 /// The floors an upload of `core` is held against, measured now on this machine (it reads
@@ -122,15 +144,20 @@ pub fn measure_floors(core: &Core, ctx: &Context) -> Result<Floors, ReplayError>
     floors::measure(core, ctx, Staging::default())
 }
 
-/// Stage times, a stage met again adding to its total.
+/// Stage times, a stage met again adding to its total; the stage that failed and the
+/// template being launched, for a [`StageFailure`].
 #[derive(Default)]
-struct Stages(StageTimes);
+struct Stages {
+    times: StageTimes,
+    failed: Option<&'static str>,
+    template: Option<String>,
+}
 
 impl Stages {
     fn add(&mut self, name: &'static str, seconds: f64) {
-        match self.0.iter_mut().find(|(n, _)| *n == name) {
+        match self.times.iter_mut().find(|(n, _)| *n == name) {
             Some((_, total)) => *total += seconds,
-            None => self.0.push((name, seconds)),
+            None => self.times.push((name, seconds)),
         }
     }
 
@@ -138,6 +165,9 @@ impl Stages {
         let started = Instant::now();
         let result = f();
         self.add(name, started.elapsed().as_secs_f64());
+        if result.is_err() {
+            self.failed.get_or_insert(name);
+        }
         result
     }
 }
@@ -291,6 +321,7 @@ fn launch_all(
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
     {
+        stages.template = Some(template.name.clone());
         stages.time("reset", || arena.reset(&stream))?;
         let launched = stages.time("launch", || {
             stream.record(&start)?;

@@ -2,25 +2,35 @@
 //! behave as in any Rust test binary, and gathers each case's record into the report.
 
 use std::{
+    collections::HashMap,
     path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
 
-use gnomon_cases::{catalogue, expectations::Expectations, Case, CatalogueOptions, Isolation, Requirement};
+use gnomon_cases::{catalogue, expectations::Expectations, Batch, Case, CatalogueOptions, Isolation, Requirement};
 use gnomon_reports::{exit_codes, CaseRecord, Environment, Partition, Run, Status, Subject};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use super::{
     console,
-    executor::{execute, ChildSpec},
+    executor::{execute, execute_batch, ChildSpec},
     signal,
     sink::ReportSink,
 };
 use crate::environment;
 
+/// Where a run's cases come from.
+pub enum CaseSource {
+    /// The built-in catalogue (`gnomon run`), judging the reference exporter.
+    Catalogue,
+    /// Cases made elsewhere, judging `subject` (`gnomon qualify`, judging a port).
+    Given { cases: Vec<Case>, subject: Subject },
+}
+
 /// Everything one run needs; built by the CLI or by the `suite` test target.
 pub struct RunConfig {
+    pub source: CaseSource,
     pub libtest: Arguments,
     /// `None`: `reports/out/RUN-ID`.
     pub report_dir: Option<PathBuf>,
@@ -42,11 +52,21 @@ pub struct RunConfig {
 
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
-    let mut cases = catalogue(CatalogueOptions {
-        include_mock: config.include_mock,
-        include_faults: config.include_faults,
-        include_nightly: config.profile == "nightly",
-    });
+    let (mut cases, subject) = match config.source {
+        CaseSource::Catalogue => (
+            catalogue(CatalogueOptions {
+                include_mock: config.include_mock,
+                include_faults: config.include_faults,
+                include_nightly: config.profile == "nightly",
+            }),
+            Subject {
+                name: "gnomon-core reference exporter".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                commit: environment::HARNESS_COMMIT.into(),
+            },
+        ),
+        CaseSource::Given { cases, subject } => (cases, subject),
+    };
     if let Some(partition) = config.partition {
         cases.retain(|c| partition.contains(&c.id));
     }
@@ -83,11 +103,6 @@ pub fn run(config: RunConfig) -> i32 {
         partition: config.partition.map(|p| p.to_string()),
         ..Run::default()
     };
-    let subject = Subject {
-        name: "gnomon-core reference exporter".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        commit: environment::HARNESS_COMMIT.into(),
-    };
     let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env.clone()));
     let mut selected = Vec::new();
     let mut not_running = Vec::new();
@@ -115,6 +130,7 @@ pub fn run(config: RunConfig) -> i32 {
     console::header(&env, &dir, &not_running);
     not_running.into_iter().for_each(|record| sink.add(record));
     let policy = Arc::new(Policy {
+        batches: BatchRecords::default(),
         child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
         retries: config.retries,
         gpu: Mutex::new(()),
@@ -147,7 +163,23 @@ pub fn run(config: RunConfig) -> i32 {
     }
 }
 
+/// The records of each batch run so far: the first case of a batch to come runs it, the
+/// others take their records. Batches are not retried: a port's verdict must not need it.
+#[derive(Default)]
+struct BatchRecords(Mutex<HashMap<usize, Option<Vec<CaseRecord>>>>);
+
+impl BatchRecords {
+    fn record_of(&self, case: &Case, batch: &Arc<Batch>, child: &ChildSpec) -> Option<CaseRecord> {
+        let mut done = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let records = done.entry(Arc::as_ptr(batch) as usize).or_insert_with(|| execute_batch(batch, child));
+        let records = records.as_ref()?;
+        let mine = records.iter().find(|r| r.id == case.id).cloned();
+        Some(mine.unwrap_or_else(|| case.record(Status::Crashed, Some("its batch gave no record for it".into()))))
+    }
+}
+
 struct Policy {
+    batches: BatchRecords,
     child: ChildSpec,
     retries: u32,
     /// Held while a GPU case runs: GPU cases measure device memory and time, which other
@@ -171,7 +203,10 @@ fn trial(case: Case, unmet: Option<String>, policy: Arc<Policy>, sink: Arc<Repor
                 let gpu_case = case.requires != Requirement::Nothing;
                 let _one_gpu_case_at_a_time = gpu_case.then(|| policy.gpu.lock().unwrap_or_else(|e| e.into_inner()));
                 policy.progress.start(case.id.as_str());
-                let record = attempt(&case, &policy);
+                let record = match &case.batch {
+                    Some(batch) => policy.batches.record_of(&case, batch, &policy.child),
+                    None => attempt(&case, &policy),
+                };
                 policy.progress.clear();
                 record
             }

@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gnomon_cases::{catalogue, Case, CatalogueOptions, Isolation};
+use gnomon_cases::{catalogue, Batch, Case, CatalogueOptions, Isolation};
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 use nix::sys::signal::Signal;
 use wait_timeout::ChildExt;
@@ -39,71 +39,146 @@ pub fn execute(case: &Case, child: &ChildSpec) -> Option<CaseRecord> {
 }
 
 fn in_child(case: &Case, spec: &ChildSpec) -> Option<CaseRecord> {
-    let started = Instant::now();
-    match spawn_and_wait(case, spec) {
-        Ok(record) => Some(record),
-        Err(Ended::Cancelled) => None,
-        Err(Ended::Without(mut record)) => {
-            record.duration_s = started.elapsed().as_secs_f64();
-            Some(*record)
+    let args = ["__run-case", case.id.as_str()].map(String::from);
+    match run_together(&[args.to_vec()], spec).remove(0) {
+        ChildEnd::Cancelled => None,
+        ChildEnd::Wrote(text) => {
+            Some(serde_json::from_str::<CaseRecord>(&text).unwrap_or_else(|e| {
+                case.record(Status::Crashed, Some(format!("the child's record does not parse: {e}")))
+            }))
+        }
+        ChildEnd::Without { status, reason, output, seconds } => {
+            let mut record = case.record(status, Some(reason));
+            (record.stderr, record.duration_s) = (output, seconds);
+            Some(record)
         }
     }
 }
 
-/// Why a child gave no record of its own.
-enum Ended {
+/// Runs a batch: its children at once, then its combined records. Each case of a child
+/// that gave no records gets the child's end (crashed, timed out, blocked) as its own.
+/// `None` when the run was cancelled.
+pub fn execute_batch(batch: &Batch, spec: &ChildSpec) -> Option<Vec<CaseRecord>> {
+    let args: Vec<Vec<String>> = batch.children.iter().map(|c| c.args.clone()).collect();
+    let mut records = Vec::new();
+    for (child, ended) in batch.children.iter().zip(run_together(&args, spec)) {
+        match ended {
+            ChildEnd::Cancelled => return None,
+            ChildEnd::Wrote(text) => match serde_json::from_str::<Vec<CaseRecord>>(&text) {
+                Ok(written) => records.extend(written),
+                Err(e) => {
+                    records.extend(child.records(Status::Crashed, &format!("its records do not parse: {e}"), None))
+                }
+            },
+            ChildEnd::Without { status, reason, output, .. } => {
+                records.extend(child.records(status, &reason, output));
+            }
+        }
+    }
+    let combined = (batch.combine)(&records);
+    records.extend(combined);
+    Some(records)
+}
+
+/// How a child process ended.
+enum ChildEnd {
     Cancelled,
-    /// A record made here: the child crashed, hung, or could not start.
-    Without(Box<CaseRecord>),
+    /// It exited 0 and wrote this to its result file.
+    Wrote(String),
+    /// It crashed, hung, or could not start; with the end of its output.
+    Without {
+        status: Status,
+        reason: String,
+        output: Option<String>,
+        seconds: f64,
+    },
 }
 
 /// How often a waiting runner looks for a cancellation.
 const POLL: Duration = Duration::from_millis(100);
 
-/// `Ok` holds the child's own record. The child runs in a process group of its own, so a
-/// timeout or a cancel ends it with every helper it started (an exporter, a replayer).
-fn spawn_and_wait(case: &Case, spec: &ChildSpec) -> Result<CaseRecord, Ended> {
-    let blocked = |what: &str, e: std::io::Error| {
-        Ended::Without(Box::new(case.record(Status::Blocked, Some(format!("{what}: {e}")))))
+/// A started child: its process group, where it writes its result, and its output.
+struct Running {
+    child: std::process::Child,
+    group: signal::Group,
+    result_file: tempfile::NamedTempFile,
+    output: fs::File,
+    ended: Option<ChildEnd>,
+}
+
+/// Starts `gnomon ARGS --result-file FILE` for each entry at once and waits for all,
+/// under one time limit. Each child runs in a process group of its own, so a timeout or
+/// a cancel ends it with every helper it started (an exporter, a replayer).
+fn run_together(args: &[Vec<String>], spec: &ChildSpec) -> Vec<ChildEnd> {
+    let started = Instant::now();
+    let mut running: Vec<Result<Running, ChildEnd>> = args.iter().map(|a| start(a, spec)).collect();
+    let deadline = started + spec.timeout;
+    while running.iter().any(|r| matches!(r, Ok(Running { ended: None, .. }))) {
+        let cancelled = signal::cancelled();
+        let late = Instant::now() >= deadline;
+        for r in running.iter_mut().flatten().filter(|r| r.ended.is_none()) {
+            if let Ok(Some(status)) = r.child.wait_timeout(POLL / args.len() as u32) {
+                r.ended = Some(finished(r, status, started));
+            } else if cancelled {
+                end(&mut r.child, &r.group);
+                r.ended = Some(ChildEnd::Cancelled);
+            } else if late {
+                end(&mut r.child, &r.group);
+                let reason = format!("no result within {}", humantime::format_duration(spec.timeout));
+                let output = Some(head_and_tail(&mut r.output));
+                r.ended = Some(ChildEnd::Without { status: Status::TimedOut, reason, output, seconds: 0.0 });
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    running
+        .into_iter()
+        .map(|r| match r.map(|r| r.ended.expect("every child ended")) {
+            Ok(ChildEnd::Without { status, reason, output, .. })
+            | Err(ChildEnd::Without { status, reason, output, .. }) => {
+                ChildEnd::Without { status, reason, output, seconds }
+            }
+            Ok(other) | Err(other) => other,
+        })
+        .collect()
+}
+
+fn start(args: &[String], spec: &ChildSpec) -> Result<Running, ChildEnd> {
+    let blocked = |what: &str, e: std::io::Error| ChildEnd::Without {
+        status: Status::Blocked,
+        reason: format!("{what}: {e}"),
+        output: None,
+        seconds: 0.0,
     };
     let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
-    let mut output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
-    let output_for_stdout = output.try_clone().map_err(|e| blocked("no output file", e))?;
-    let mut child = Command::new(&spec.exe)
-        .arg("__run-case")
-        .arg(case.id.as_str())
+    let output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
+    let (stdout, stderr) = match (output.try_clone(), output.try_clone()) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Err(blocked("no output file", e)),
+    };
+    let child = Command::new(&spec.exe)
+        .args(args)
         .arg("--result-file")
         .arg(result_file.path())
         .stdin(Stdio::null())
-        .stdout(output_for_stdout)
-        .stderr(output.try_clone().map_err(|e| blocked("no output file", e))?)
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
         .spawn()
         .map_err(|e| blocked(&format!("could not start {}", spec.exe.display()), e))?;
     let group = signal::Group::register(child.id());
-    let deadline = Instant::now() + spec.timeout;
-    let status = loop {
-        if let Ok(Some(status)) = child.wait_timeout(POLL) {
-            break status;
-        }
-        if signal::cancelled() {
-            end(&mut child, &group);
-            return Err(Ended::Cancelled);
-        }
-        if Instant::now() >= deadline {
-            end(&mut child, &group);
-            let reason = format!("no result within {}", humantime::format_duration(spec.timeout));
-            return Err(Ended::Without(with_output(case.record(Status::TimedOut, Some(reason)), &mut output)));
-        }
-    };
-    drop(group);
-    let parsed = fs::read_to_string(result_file.path()).ok().and_then(|t| serde_json::from_str::<CaseRecord>(&t).ok());
-    match parsed {
-        Some(record) if status.success() => Ok(record),
-        _ => {
-            let reason = format!("child process ended without a result: {}", describe_exit(status));
-            Err(Ended::Without(with_output(case.record(Status::Crashed, Some(reason)), &mut output)))
-        }
+    Ok(Running { child, group, result_file, output, ended: None })
+}
+
+fn finished(r: &mut Running, status: std::process::ExitStatus, started: Instant) -> ChildEnd {
+    match fs::read_to_string(r.result_file.path()) {
+        Ok(text) if status.success() && !text.is_empty() => ChildEnd::Wrote(text),
+        _ => ChildEnd::Without {
+            status: Status::Crashed,
+            reason: format!("child process ended without a result: {}", describe_exit(status)),
+            output: Some(head_and_tail(&mut r.output)),
+            seconds: started.elapsed().as_secs_f64(),
+        },
     }
 }
 
@@ -117,11 +192,6 @@ fn end(child: &mut std::process::Child, group: &signal::Group) {
     }
     // Helpers of the group may outlive the child by a moment; make sure none stays.
     group.signal(Signal::SIGKILL);
-}
-
-fn with_output(mut record: CaseRecord, output: &mut fs::File) -> Box<CaseRecord> {
-    record.stderr = Some(head_and_tail(output));
-    Box::new(record)
 }
 
 fn head_and_tail(file: &mut fs::File) -> String {

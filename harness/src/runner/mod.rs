@@ -1,6 +1,7 @@
-//! The runner. `dispatch` turns the catalogue into libtest trials, applies retries and
-//! collects records; `executor` runs one case, in this process or in a child with a time
-//! limit, ending its whole process group on a timeout or a cancel; `signal` handles
+//! The runner. `dispatch` turns the catalogue (or a qualification's cases) into libtest
+//! trials, applies retries and collects records; `executor` runs one case, in this
+//! process or in a child with a time limit, or a batch's children at once, ending each
+//! child's whole process group on a timeout or a cancel; `signal` handles
 //! Ctrl-C; `console` prints the header, progress and closing line; `sink` keeps the report on disk, rewritten atomically after every case.
 
 mod console;
@@ -9,5 +10,5 @@ mod executor;
 mod signal;
 mod sink;
 
-pub use dispatch::{run, RunConfig};
+pub use dispatch::{run, CaseSource, RunConfig};
 pub use executor::child_main;

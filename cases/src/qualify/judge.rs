@@ -1,0 +1,372 @@
+//! The child side of a qualification: restore one core once (map, upload, modules,
+//! rebuild, instantiate with the recorded flags), launch every template N times, and
+//! judge each case of the core from that one restore. A stage that fails fails its own
+//! case; the cases it made impossible are blocked, naming it.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
+
+use gnomon_core::{
+    cuda::Context,
+    errors::ReplayError,
+    format::Core,
+    replay::{replay_launching, Executables, OutputCheck, ReplayReport, StageFailure},
+};
+use gnomon_reports::{exit_codes, CaseRecord, Status};
+
+use super::{core_cases, CoreDir, Profile};
+use crate::{
+    measured,
+    replay::native::{digests_match, replay_metrics, within_reference},
+    Case, Metrics, Verdict,
+};
+
+/// `gnomon __qualify-core CORE --prefix P [--device D] [--profile FILE]`: writes the
+/// records of the core's cases to `result_file` as a JSON array. `device` is given for a
+/// rank of a set, which must run on the GPU of its rank.
+pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Option<&Path>, result_file: &Path) -> i32 {
+    let profile = match profile.map(Profile::load).transpose() {
+        Ok(p) => p.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("gnomon: {e}");
+            return exit_codes::USAGE;
+        }
+    };
+    let core = CoreDir::read(dir.to_owned());
+    let rank = device.map(|_| core.manifest.as_ref().map_or(u32::MAX, |m| m.context.tp_rank));
+    let mut verdicts = Verdicts::new(core_cases(prefix, &core.templates(), &profile, rank));
+    if let Err(why) = judge(&mut verdicts, dir, device, rank, &profile) {
+        verdicts.unjudged = why;
+    }
+    let json = serde_json::to_vec(&verdicts.finish()).expect("records always serialize");
+    match gnomon_reports::write_atomically(result_file, &json) {
+        Ok(()) => exit_codes::SUCCESS,
+        Err(e) => {
+            eprintln!("gnomon: could not write {}: {e}", result_file.display());
+            exit_codes::USAGE
+        }
+    }
+}
+
+/// The records of one core's cases, set by the suffix of their ids after the prefix.
+struct Verdicts {
+    cases: Vec<Case>,
+    records: HashMap<String, CaseRecord>,
+    /// Why the cases still without a record were never judged.
+    unjudged: String,
+}
+
+impl Verdicts {
+    fn new(cases: Vec<Case>) -> Self {
+        Self { cases, records: HashMap::new(), unjudged: "the qualification stopped before it".into() }
+    }
+
+    /// Records the first verdict of the case `PREFIX/suffix`; `Ok` holds its metrics.
+    fn set(&mut self, suffix: &str, result: Result<Metrics, Verdict>) {
+        let wanted = format!("/{suffix}");
+        let Some(case) = self.cases.iter().find(|c| c.id.as_str().ends_with(&wanted)) else { return };
+        let record = match result {
+            Ok(metrics) => CaseRecord { metrics, ..case.record(Status::Passed, None) },
+            Err(verdict) => {
+                let (status, reason) = verdict.into_status();
+                case.record(status, Some(reason))
+            }
+        };
+        self.records.entry(case.id.to_string()).or_insert(record);
+    }
+
+    fn pass(&mut self, suffix: &str) {
+        self.set(suffix, Ok(Metrics::new()));
+    }
+
+    fn finish(self) -> Vec<CaseRecord> {
+        let Self { cases, mut records, unjudged } = self;
+        let unjudged = |c: &Case| c.record(Status::Blocked, Some(unjudged.clone()));
+        cases.iter().map(|c| records.remove(c.id.as_str()).unwrap_or_else(|| unjudged(c))).collect()
+    }
+}
+
+/// Judges what it can; `Err` says why the cases left were never judged.
+fn judge(
+    v: &mut Verdicts,
+    dir: &Path,
+    device: Option<u32>,
+    rank: Option<u32>,
+    profile: &Profile,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let core = Core::open_for_upload(dir).map_err(|e| format!("the core did not validate: {e}"))?;
+    let opened = started.elapsed().as_secs_f64();
+    let ordinal = device.unwrap_or(0);
+    let ctx = Context::new(ordinal).map_err(|e| format!("open device {ordinal}: {e}"))?;
+    let before = vec![("open", opened), ("context", started.elapsed().as_secs_f64() - opened)];
+    let window_start = unix_now();
+    let replayed = replay_launching(&core, &ctx, Executables::Rebuild, profile.launches);
+    let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
+    if let Some(rank) = rank {
+        v.set("device", on_rank_device(&ctx, rank).map(|m| m.into_iter().chain(window).collect()));
+    }
+    let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
+    match replayed {
+        Ok(report) => judge_replay(v, &core, &report, before, profile),
+        Err(failure) => stopped(v, &templates, failure),
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The driver runs this process's work on the GPU of `rank`: rank r on device r.
+fn on_rank_device(ctx: &Context, rank: u32) -> Result<Metrics, Verdict> {
+    let device = ctx.current_device().map_err(|e| Verdict::Failed(format!("ask the driver for the device: {e}")))?;
+    match device == rank {
+        true => Ok(Metrics::from([measured("device", device as f64, "1")])),
+        false => Err(Verdict::Failed(format!("rank {rank} ran on device {device}, not on device {rank}"))),
+    }
+}
+
+/// Every case of a restore that completed.
+fn judge_replay(
+    v: &mut Verdicts,
+    core: &Core,
+    report: &ReplayReport,
+    mut stages: gnomon_core::replay::StageTimes,
+    profile: &Profile,
+) -> Result<(), String> {
+    stages.extend(report.stages.iter().copied());
+    let seconds = |names: &[&str]| stages.iter().filter(|(n, _)| names.contains(n)).map(|(_, s)| s).sum::<f64>();
+    for (case, names) in [
+        ("map", &["reserve-and-map"][..]),
+        ("upload", &["poison", "upload", "writable-copies"]),
+        ("modules", &["module-load"]),
+    ] {
+        v.set(case, Ok(Metrics::from([measured("seconds", seconds(names), "s")])));
+    }
+    let templates = &core.manifest().templates;
+    for t in templates {
+        v.pass(&format!("template={}/rebuild", t.name));
+        v.pass(&format!("template={}/instantiate", t.name));
+        let tolerance = |buffer: &str| profile.tolerance(&t.name, buffer);
+        let judged = outputs_of(core, report, &t.name, &tolerance);
+        v.set(&format!("template={}/outputs", t.name), judged);
+    }
+    v.set("determinism", deterministic(&report.outputs, profile.launches));
+    v.set(
+        "weights-unchanged",
+        Ok(Metrics::from([measured("launches-checked", (templates.len() as u32 * profile.launches) as f64, "1")])),
+    );
+    let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
+    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, &report.outputs));
+    let metrics = replay_metrics(core, report, None, &stages);
+    for (metric, budget) in &profile.budgets {
+        let within = match metrics.get(metric) {
+            None => Err(Verdict::Failed(format!(
+                "no metric `{metric}` was measured; the restore measures {}",
+                metrics.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))),
+            Some(m) => {
+                budget.broken_by(m.value).map_or(Ok(Metrics::from([measured(metric, m.value, &m.unit)])), |why| {
+                    Err(Verdict::Failed(format!("{metric}: {why}")))
+                })
+            }
+        };
+        v.set(&format!("budget/{metric}"), within);
+    }
+    v.set("restore", Ok(metrics));
+    Ok(())
+}
+
+/// A template's first-launch outputs: bitwise against the original run, then against the
+/// CPU reference the core names. A template with nothing expected has nothing checked.
+fn outputs_of(
+    core: &Core,
+    report: &ReplayReport,
+    template: &str,
+    tolerance: &dyn Fn(&str) -> Option<f64>,
+) -> Result<Metrics, Verdict> {
+    let expected =
+        core.manifest().expectations.iter().filter(|e| e.template == template).map(|e| e.outputs.len()).sum::<usize>();
+    if expected == 0 {
+        return Err(Verdict::Failed(format!(
+            "template `{template}` has no expected output, so nothing of it would be checked"
+        )));
+    }
+    digests_match(template, &report.outputs)?;
+    let worst = within_reference(core, report, template, tolerance)?;
+    Ok(Metrics::from([
+        measured("outputs-compared", expected as f64, "1"),
+        measured("reference-max-scaled-diff", worst as f64, "1"),
+    ]))
+}
+
+/// Every launch of a template gave the outputs its first launch gave.
+fn deterministic(outputs: &[OutputCheck], launches: u32) -> Result<Metrics, Verdict> {
+    let first: HashMap<(&str, &str), &str> = outputs
+        .iter()
+        .filter(|o| o.launch == 0)
+        .map(|o| ((o.template.as_str(), o.buffer.as_str()), o.actual_sha256.as_str()))
+        .collect();
+    for o in outputs.iter().filter(|o| o.launch > 0) {
+        let at_first = first.get(&(o.template.as_str(), o.buffer.as_str())).copied().unwrap_or("nothing");
+        if o.actual_sha256 != at_first {
+            return Err(Verdict::Failed(format!(
+                "template `{}` output `{}`: launch {} gave SHA-256 {}, launch 0 gave {at_first}",
+                o.template, o.buffer, o.launch, o.actual_sha256
+            )));
+        }
+    }
+    Ok(Metrics::from([measured("launches-per-template", launches as f64, "1")]))
+}
+
+/// The checker of this gnomon must fail a wrong digest of every output of every template:
+/// each expected digest is altered in turn and the comparison the outputs cases use must
+/// refuse it, naming that template.
+fn checker_rejects_wrong_outputs(templates: &[&str], outputs: &[OutputCheck]) -> Result<Metrics, Verdict> {
+    let mut altered = 0;
+    for (i, o) in outputs.iter().enumerate().filter(|(_, o)| o.launch == 0) {
+        let mut wrong = outputs.to_vec();
+        wrong[i].expected_sha256 = flip_first_digit(&o.expected_sha256);
+        if digests_match(&o.template, &wrong).is_ok() {
+            return Err(Verdict::Failed(format!(
+                "the checker accepted a wrong digest for template `{}` output `{}`",
+                o.template, o.buffer
+            )));
+        }
+        altered += 1;
+    }
+    match templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
+        Some(t) => Err(Verdict::Failed(format!("template `{t}` produced no output to check"))),
+        None => Ok(Metrics::from([measured("wrong-digests-refused", altered as f64, "1")])),
+    }
+}
+
+fn flip_first_digit(hex: &str) -> String {
+    let mut chars: Vec<char> = hex.chars().collect();
+    if let Some(c) = chars.first_mut() {
+        *c = if *c == '0' { '1' } else { '0' };
+    }
+    chars.into_iter().collect()
+}
+
+/// The restore stopped: the stages before the failing one passed, the failing stage's
+/// case failed, and every case after it is blocked, naming the failure.
+fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Result<(), String> {
+    let StageFailure { stage, template, error } = failure;
+    let said = format!("{error}");
+    let Some(phase) = phase_of(stage) else {
+        return Err(format!("the core cannot run on this device: {said}"));
+    };
+    let failed = |reason: &str| match &error {
+        ReplayError::Cuda(e @ gnomon_core::cuda::CudaError::AddressNotHonoured { .. }) => {
+            Verdict::Blocked(e.to_string())
+        }
+        _ => Verdict::Failed(reason.to_owned()),
+    };
+    for (i, case) in ["map", "upload", "modules"].into_iter().enumerate() {
+        if i < phase {
+            v.pass(case);
+        } else if i == phase {
+            v.set(case, Err(failed(&said)));
+        }
+    }
+    let at = template.as_deref().and_then(|t| templates.iter().position(|n| n == t));
+    for (stage_phase, step) in [(3, "rebuild"), (4, "instantiate")] {
+        for (i, t) in templates.iter().enumerate() {
+            let case = format!("template={t}/{step}");
+            match (phase.cmp(&stage_phase), at) {
+                (std::cmp::Ordering::Greater, _) => v.pass(&case),
+                (std::cmp::Ordering::Equal, Some(a)) if i < a => v.pass(&case),
+                (std::cmp::Ordering::Equal, Some(a)) if i == a => v.set(&case, Err(failed(&said))),
+                (std::cmp::Ordering::Equal, None) => {
+                    v.set(&case, Err(failed(&format!("{said} (the driver does not say which template)"))))
+                }
+                _ => {}
+            }
+        }
+    }
+    if phase == 5 {
+        match (&error, template) {
+            (ReplayError::WeightWritten { .. }, _) => v.set("weights-unchanged", Err(failed(&said))),
+            (_, Some(t)) => v.set(&format!("template={t}/outputs"), Err(failed(&said))),
+            (_, None) => {}
+        }
+    }
+    Err(format!("the restore stopped in stage `{stage}`: {said}"))
+}
+
+/// Restore stages in the order of the cases they decide: map, upload, modules, rebuild,
+/// instantiate, launches; `None` for the context check, which comes before them all.
+fn phase_of(stage: &str) -> Option<usize> {
+    Some(match stage {
+        "context" => return None,
+        "reserve-and-map" => 0,
+        "poison" | "upload" | "writable-copies" => 1,
+        "module-load" => 2,
+        "rebuild" => 3,
+        "instantiate" => 4,
+        _ => 5,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use gnomon_core::{cuda::CudaError, errors::ReplayError};
+
+    use super::*;
+
+    fn statuses(failure: StageFailure) -> Vec<(String, Status)> {
+        let templates = ["a", "b", "c"].map(String::from);
+        let mut v = Verdicts::new(core_cases("qualify/x", &templates, &Profile::default(), None));
+        let why = stopped(&mut v, &templates, failure).unwrap_err();
+        v.unjudged = why;
+        v.finish().into_iter().map(|r| (r.id.as_str().trim_start_matches("qualify/x/").to_owned(), r.status)).collect()
+    }
+
+    #[test]
+    fn a_template_that_fails_to_rebuild_fails_alone_and_blocks_what_follows() {
+        let error =
+            ReplayError::Node { template: "b".into(), node: "n1".into(), source: CudaError::Unsupported("no".into()) };
+        let got = statuses(StageFailure { stage: "rebuild", template: Some("b".into()), error });
+        let of = |id: &str| got.iter().find(|(i, _)| i == id).map(|(_, s)| *s).unwrap();
+        for passed in ["map", "upload", "modules", "template=a/rebuild"] {
+            assert_eq!(of(passed), Status::Passed, "{passed}");
+        }
+        assert_eq!(of("template=b/rebuild"), Status::Failed);
+        for blocked in ["template=c/rebuild", "template=a/instantiate", "template=a/outputs", "determinism", "restore"]
+        {
+            assert_eq!(of(blocked), Status::Blocked, "{blocked}");
+        }
+    }
+
+    #[test]
+    fn a_weight_written_fails_weights_unchanged_and_a_failed_launch_fails_its_outputs() {
+        let error = ReplayError::WeightWritten { template: "c".into(), buffer: "w".into() };
+        let got = statuses(StageFailure { stage: "weights-check", template: Some("c".into()), error });
+        assert!(got.contains(&("weights-unchanged".into(), Status::Failed)));
+        assert!(got.contains(&("template=c/instantiate".into(), Status::Passed)));
+        let error = ReplayError::Cuda(CudaError::Unsupported("launch failed".into()));
+        let got = statuses(StageFailure { stage: "launch", template: Some("b".into()), error });
+        assert!(got.contains(&("template=b/outputs".into(), Status::Failed)));
+        assert!(got.contains(&("template=a/outputs".into(), Status::Blocked)));
+    }
+
+    #[test]
+    fn the_self_check_fails_a_checker_that_skips_a_template() {
+        let output = |template: &str| OutputCheck {
+            template: template.into(),
+            buffer: "y".into(),
+            launch: 0,
+            expected_sha256: "ab".repeat(32),
+            actual_sha256: "ab".repeat(32),
+            bytes: Vec::new(),
+        };
+        let outputs = vec![output("a"), output("b")];
+        assert!(checker_rejects_wrong_outputs(&["a", "b"], &outputs).is_ok());
+        let missing = checker_rejects_wrong_outputs(&["a", "b", "c"], &outputs).unwrap_err();
+        assert_eq!(missing, Verdict::Failed("template `c` produced no output to check".into()));
+    }
+}

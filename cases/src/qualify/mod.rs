@@ -1,0 +1,139 @@
+//! `qualify/`: a port's cores judged as a release gate, by `gnomon qualify`. A target is
+//! a core or a rank set ([`Target`]). Validation runs in the runner's process, so it needs
+//! no GPU; everything else about a core is judged by one child process that restores it
+//! once ([`judge`]), and the ranks of a set are restored on their own GPUs at once.
+
+mod judge;
+mod profile;
+mod target;
+
+use std::{path::Path, sync::Arc};
+
+use gnomon_core::{account::Account, format::Core, tensor_parallel};
+use gnomon_reports::{CaseRecord, Status};
+
+pub use judge::judge_command;
+pub use profile::{Budget, Profile};
+pub use target::{CoreDir, Target};
+
+use crate::{measured, Batch, BatchChild, Case, Requirement, Verdict};
+
+const CLAIM: &str = "port-qualification";
+
+/// Every case for `targets`, in id order.
+pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for target in targets {
+        let prefix = format!("qualify/{}", target.name());
+        match target {
+            Target::Core { core, .. } => {
+                cases.push(validate_case(&prefix, core));
+                cases.extend(batch(vec![child(&prefix, core, None, profile)], None, 1));
+            }
+            Target::RankSet { ranks, .. } => {
+                cases.push(ranks_agree_case(&prefix, ranks));
+                let world = ranks.len() as u32;
+                let children = ranks.iter().enumerate().map(|(r, core)| {
+                    let rank_prefix = format!("{prefix}/rank={r}");
+                    cases.push(validate_case(&rank_prefix, core).with_parameter("rank", r.to_string()));
+                    child(&rank_prefix, core, Some(r as u32), profile)
+                });
+                let children: Vec<_> = children.collect();
+                let concurrent =
+                    Case::judged_by_batch(&format!("{prefix}/concurrent"), CLAIM, Requirement::Gpus(world));
+                cases.extend(batch(children, Some(concurrent), world));
+            }
+        }
+    }
+    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    cases
+}
+
+/// The cases one core's child judges, after `PREFIX/`, in the order it judges them. A
+/// rank (`rank` set) also proves which GPU it ran on.
+pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, rank: Option<u32>) -> Vec<Case> {
+    let mut suffixes: Vec<String> = rank.map(|_| "device".to_owned()).into_iter().collect();
+    suffixes.extend(["map", "upload", "modules"].map(String::from));
+    for stage in ["rebuild", "instantiate", "outputs"] {
+        suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
+    }
+    suffixes.extend(["determinism", "weights-unchanged", "restore", "checker-rejects-wrong-outputs"].map(String::from));
+    suffixes.extend(profile.budgets.keys().map(|metric| format!("budget/{metric}")));
+    suffixes
+        .into_iter()
+        .map(|suffix| {
+            let case = Case::judged_by_batch(&format!("{prefix}/{suffix}"), CLAIM, Requirement::Gpus(1));
+            let template = suffix.strip_prefix("template=").and_then(|t| t.rsplit_once('/')).map(|(t, _)| t.to_owned());
+            let case = template.into_iter().fold(case, |c, t| c.with_parameter("template", t));
+            rank.into_iter().fold(case, |c, r| c.with_parameter("rank", r.to_string()))
+        })
+        .collect()
+}
+
+/// The child that restores `core` and judges its cases: on `rank`'s own GPU for a rank.
+fn child(prefix: &str, core: &CoreDir, rank: Option<u32>, profile: &Profile) -> BatchChild {
+    let mut args = vec!["__qualify-core".to_owned(), core.dir.display().to_string(), "--prefix".into(), prefix.into()];
+    args.extend(rank.map(|r| ["--device".to_owned(), r.to_string()]).into_iter().flatten());
+    args.extend(profile.path.iter().flat_map(|p| ["--profile".to_owned(), p.display().to_string()]));
+    BatchChild { args, cases: core_cases(prefix, &core.templates(), profile, rank) }
+}
+
+/// The runner's cases of one batch: every child's, and `concurrent` for a rank set,
+/// each needing `gpus` GPUs.
+fn batch(children: Vec<BatchChild>, concurrent: Option<Case>, gpus: u32) -> Vec<Case> {
+    let needing = |c: &Case| c.clone().requiring(Requirement::Gpus(gpus));
+    let mut listed: Vec<Case> = children.iter().flat_map(|c| &c.cases).map(needing).collect();
+    listed.extend(concurrent.clone());
+    let combine = Box::new(move |records: &[CaseRecord]| concurrent.iter().map(|c| overlapped(c, records)).collect());
+    let batch = Arc::new(Batch { children, combine });
+    listed.into_iter().map(|c| c.in_batch(&batch)).collect()
+}
+
+/// Whether every rank's restore-and-launch window overlapped the others': the ranks of a
+/// set must run at the same time, as they would in a tensor-parallel server.
+fn overlapped(case: &Case, records: &[CaseRecord]) -> CaseRecord {
+    let window =
+        |r: &CaseRecord| Some((r.metrics.get("window-start-unix-s")?.value, r.metrics.get("window-end-unix-s")?.value));
+    let devices: Vec<&CaseRecord> = records.iter().filter(|r| r.id.as_str().ends_with("/device")).collect();
+    let windows: Option<Vec<(f64, f64)>> = devices.iter().map(|r| window(r)).collect();
+    let (status, reason) = match windows {
+        Some(w) if !w.is_empty() => {
+            let latest_start = w.iter().map(|(s, _)| *s).fold(f64::MIN, f64::max);
+            let earliest_end = w.iter().map(|(_, e)| *e).fold(f64::MAX, f64::min);
+            match latest_start < earliest_end {
+                true => (Status::Passed, None),
+                false => (Status::Failed, Some(format!("the ranks' replays did not overlap: windows {w:?}"))),
+            }
+        }
+        _ => (Status::Blocked, Some("a rank gave no replay window".to_owned())),
+    };
+    case.record(status, reason)
+}
+
+/// Every rule of the format, file hashes included, in the runner's process: no GPU needed.
+fn validate_case(prefix: &str, core: &CoreDir) -> Case {
+    let dir = core.dir.clone();
+    Case::new(&format!("{prefix}/validate"), CLAIM, move |ctx| {
+        let core = Core::open(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let account = Account::of(core.manifest());
+        ctx.metrics(
+            [
+                measured("templates", account.templates as f64, "1"),
+                measured("nodes", account.nodes as f64, "1"),
+                measured("stored-bytes", account.stored_bytes as f64, "B"),
+            ]
+            .into(),
+        );
+        Ok(())
+    })
+}
+
+/// The ranks of a set agree on everything but their data.
+fn ranks_agree_case(prefix: &str, ranks: &[CoreDir]) -> Case {
+    let dirs: Vec<_> = ranks.iter().map(|c| c.dir.clone()).collect();
+    Case::new(&format!("{prefix}/ranks-agree"), CLAIM, move |_| {
+        let read = |d: &Path| gnomon_core::format::read_manifest(d).map_err(|e| Verdict::Failed(e.to_string()));
+        let manifests = dirs.iter().map(|d| read(d)).collect::<Result<Vec<_>, _>>()?;
+        tensor_parallel::check(&manifests.iter().collect::<Vec<_>>()).map_err(|e| Verdict::Failed(e.to_string()))
+    })
+}
