@@ -78,6 +78,14 @@ impl Verdicts {
         self.records.entry(case.id.to_string()).or_insert(record);
     }
 
+    /// Changes the record of `PREFIX/suffix`, once it has one.
+    fn amend(&mut self, suffix: &str, change: impl FnOnce(&mut CaseRecord)) {
+        let wanted = format!("/{suffix}");
+        if let Some(record) = self.records.values_mut().find(|r| r.id.as_str().ends_with(&wanted)) {
+            change(record);
+        }
+    }
+
     fn pass(&mut self, suffix: &str) {
         self.set(suffix, Ok(Metrics::new()));
     }
@@ -144,7 +152,8 @@ fn judge_replay(
         ("upload", &["poison", "upload", "writable-copies"]),
         ("modules", &["module-load"]),
     ] {
-        v.set(case, Ok(Metrics::from([measured("seconds", seconds(names), "s")])));
+        v.pass(case);
+        v.amend(case, |r| r.duration_s = seconds(names));
     }
     let templates = &core.manifest().templates;
     for t in templates {
@@ -163,20 +172,22 @@ fn judge_replay(
     v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, &report.outputs));
     let metrics = replay_metrics(core, report, None, &stages);
     for (metric, budget) in &profile.budgets {
-        let within = match metrics.get(metric) {
-            None => Err(Verdict::Failed(format!(
-                "no metric `{metric}` was measured; the restore measures {}",
-                metrics.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))),
-            Some(m) => {
-                budget.broken_by(m.value).map_or(Ok(Metrics::from([measured(metric, m.value, &m.unit)])), |why| {
-                    Err(Verdict::Failed(format!("{metric}: {why}")))
-                })
-            }
+        let case = format!("budget/{metric}");
+        let Some(m) = metrics.get(metric) else {
+            let measured: Vec<&str> = metrics.keys().map(String::as_str).collect();
+            let why = format!("no metric `{metric}` was measured; the restore measures {}", measured.join(", "));
+            v.set(&case, Err(Verdict::Failed(why)));
+            continue;
         };
-        v.set(&format!("budget/{metric}"), within);
+        let within = budget
+            .broken_by(m.value)
+            .map_or(Ok(Metrics::new()), |why| Err(Verdict::Failed(format!("{metric}: {why}"))));
+        v.set(&case, within);
+        v.amend(&case, |r| r.metrics.extend([(metric.clone(), m.clone())]));
     }
+    let total = metrics.get("restore-total-s").map_or(0.0, |m| m.value);
     v.set("restore", Ok(metrics));
+    v.amend("restore", |r| r.duration_s = total);
     Ok(())
 }
 

@@ -14,6 +14,8 @@ mod upload;
 
 use std::{collections::HashMap, fs, time::Instant};
 
+use bytesize::ByteSize;
+
 pub use floors::Floors;
 pub use upload::{Staging, Uploaded};
 
@@ -181,6 +183,12 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     if driver < m.context.driver_version {
         let (core, device) = (m.context.driver_version.to_string(), driver.to_string());
         return Err(ReplayError::ContextMismatch { what: "driver version", core, device });
+    }
+    // Shards are multiples of the core's granularity; the driver maps only multiples of its own.
+    let granularity = ArenaMapping::granularity(ctx)?;
+    if m.arena.granularity % granularity != 0 {
+        let (core, device) = (ByteSize(m.arena.granularity).to_string(), ByteSize(granularity).to_string());
+        return Err(ReplayError::ContextMismatch { what: "allocation granularity", core, device });
     }
     Ok(())
 }
