@@ -115,7 +115,8 @@ fn judge(
     let replayed = replay_launching(&core, &ctx, Executables::Rebuild, profile.launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
-        v.set("device", on_rank_device(&ctx, rank).map(|m| m.into_iter().chain(window).collect()));
+        v.set("device", on_rank_device(&ctx, rank));
+        v.amend("device", |r| r.metrics.extend(window));
     }
     let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
     match replayed {

@@ -96,18 +96,16 @@ fn overlapped(case: &Case, records: &[CaseRecord]) -> CaseRecord {
         |r: &CaseRecord| Some((r.metrics.get("window-start-unix-s")?.value, r.metrics.get("window-end-unix-s")?.value));
     let devices: Vec<&CaseRecord> = records.iter().filter(|r| r.id.as_str().ends_with("/device")).collect();
     let windows: Option<Vec<(f64, f64)>> = devices.iter().map(|r| window(r)).collect();
-    let (status, reason) = match windows {
-        Some(w) if !w.is_empty() => {
-            let latest_start = w.iter().map(|(s, _)| *s).fold(f64::MIN, f64::max);
-            let earliest_end = w.iter().map(|(_, e)| *e).fold(f64::MAX, f64::min);
-            match latest_start < earliest_end {
-                true => (Status::Passed, None),
-                false => (Status::Failed, Some(format!("the ranks' replays did not overlap: windows {w:?}"))),
-            }
-        }
-        _ => (Status::Blocked, Some("a rank gave no replay window".to_owned())),
+    let Some(w) = windows.filter(|w| !w.is_empty()) else {
+        return case.record(Status::Blocked, Some("a rank gave no replay window".to_owned()));
     };
-    case.record(status, reason)
+    let latest_start = w.iter().map(|(s, _)| *s).fold(f64::MIN, f64::max);
+    let earliest_end = w.iter().map(|(_, e)| *e).fold(f64::MAX, f64::min);
+    let record = match latest_start < earliest_end {
+        true => case.record(Status::Passed, None),
+        false => case.record(Status::Failed, Some(format!("the ranks' replays did not overlap: windows {w:?}"))),
+    };
+    CaseRecord { metrics: [measured("overlap-s", earliest_end - latest_start, "s")].into(), ..record }
 }
 
 /// Every rule of the format, file hashes included, in the runner's process: no GPU needed.
@@ -136,4 +134,29 @@ fn ranks_agree_case(prefix: &str, ranks: &[CoreDir]) -> Case {
         let manifests = dirs.iter().map(|d| read(d)).collect::<Result<Vec<_>, _>>()?;
         tensor_parallel::check(&manifests.iter().collect::<Vec<_>>()).map_err(|e| Verdict::Failed(e.to_string()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device_record(rank: u32, start: f64, end: f64) -> CaseRecord {
+        let case = Case::judged_by_batch(&format!("qualify/s/rank={rank}/device"), CLAIM, Requirement::Gpus(2));
+        let metrics = [measured("window-start-unix-s", start, "s"), measured("window-end-unix-s", end, "s")];
+        CaseRecord { metrics: metrics.into(), ..case.record(Status::Passed, None) }
+    }
+
+    #[test]
+    fn ranks_must_overlap_in_time() {
+        let case = Case::judged_by_batch("qualify/s/concurrent", CLAIM, Requirement::Gpus(2));
+        let together = overlapped(&case, &[device_record(0, 10.0, 12.0), device_record(1, 11.0, 13.0)]);
+        assert_eq!((together.status, together.metrics["overlap-s"].value), (Status::Passed, 1.0));
+        let one_after_another = overlapped(&case, &[device_record(0, 10.0, 12.0), device_record(1, 12.5, 13.0)]);
+        assert_eq!(one_after_another.status, Status::Failed);
+        let no_window = overlapped(
+            &case,
+            &[device_record(0, 10.0, 12.0), CaseRecord { metrics: Default::default(), ..device_record(1, 0.0, 0.0) }],
+        );
+        assert_eq!(no_window.status, Status::Blocked);
+    }
 }
