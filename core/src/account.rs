@@ -7,8 +7,8 @@ use bytesize::ByteSize;
 use serde::Serialize;
 
 use crate::{
-    format::{Manifest, ModuleKind},
-    validate::recorded_flags,
+    format::{EdgeKind, LaunchAttributes, Manifest, ModuleKind, NodeOp},
+    validate::{recorded_flags, DEFAULT_DYNAMIC_SHARED_BYTES},
 };
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -26,8 +26,10 @@ pub struct Account {
     pub modules: usize,
     /// Instantiation flags the templates use, each once.
     pub flags_used: BTreeSet<u64>,
-    /// Function and launch attributes replay must set; format v1 records none.
+    /// Function and launch attributes replay must set, and typed edges it must rebuild.
     pub attributes: Vec<String>,
+    /// Templates whose outputs are not compared, each with the core's reason.
+    pub unchecked: Vec<String>,
     /// The arch the modules were built for (`sm_90`).
     pub arch: String,
     /// Whether any module is PTX, which the driver compiles at load.
@@ -56,10 +58,11 @@ impl Account {
             buffers: m.buffers.len(),
             shards: m.shards.len(),
             arena_bytes: m.arena.size,
-            stored_bytes: m.shards.iter().map(|s| s.size).sum(),
+            stored_bytes: m.shards.iter().map(|s| m.stored_len(s)).sum(),
             modules: m.modules.len(),
             flags_used,
-            attributes: Vec::new(),
+            attributes: needs(m),
+            unchecked: m.unchecked.iter().map(|u| format!("{} ({})", u.template, u.reason)).collect(),
             arch: format!("sm_{}", c.sm),
             ptx: m.modules.iter().any(|module| module.kind == ModuleKind::Ptx),
             driver: format!("{}.{}", c.driver_version / 1000, c.driver_version % 1000 / 10),
@@ -72,12 +75,54 @@ impl Account {
     }
 }
 
+/// What replay must set beyond v1: function attributes by function, launch attributes
+/// and typed edges by how many nodes and edges carry them.
+fn needs(m: &Manifest) -> Vec<String> {
+    let mut needs = Vec::new();
+    for f in m.modules.iter().flat_map(|module| &module.functions) {
+        let a = &f.attributes;
+        let big = a.max_dynamic_shared_size_bytes.filter(|&b| b > DEFAULT_DYNAMIC_SHARED_BYTES);
+        needs.extend(big.map(|b| format!("`{}` max-dynamic-shared-size-bytes {b}", f.name)));
+        needs.extend(
+            a.preferred_shared_memory_carveout.map(|c| format!("`{}` preferred-shared-memory-carveout {c}", f.name)),
+        );
+        needs.extend(a.required_cluster_dim.map(|d| format!("`{}` required-cluster-dim {d:?}", f.name)));
+        needs.extend(
+            a.non_portable_cluster_size_allowed.map(|_| format!("`{}` non-portable-cluster-size-allowed", f.name)),
+        );
+        needs.extend(a.cluster_scheduling_policy.map(|p| format!("`{}` cluster-scheduling-policy {p:?}", f.name)));
+    }
+    let kernels = || {
+        m.templates.iter().flat_map(|t| &t.nodes).filter_map(|n| match &n.op {
+            NodeOp::Kernel(k) => Some(&k.launch),
+            _ => None,
+        })
+    };
+    let counted: [(&str, fn(&LaunchAttributes) -> bool); 5] = [
+        ("priority", |l| l.priority.is_some()),
+        ("cluster-dim", |l| l.cluster_dim.is_some()),
+        ("cluster-scheduling-policy", |l| l.cluster_scheduling_policy.is_some()),
+        ("cooperative", |l| l.cooperative.is_some()),
+        ("mem-sync-domain", |l| l.mem_sync_domain.is_some()),
+    ];
+    for (name, set) in counted {
+        let n = kernels().filter(|l| set(l)).count();
+        needs.extend((n > 0).then(|| format!("{name} on {n} nodes")));
+    }
+    for (name, kind) in [("programmatic", EdgeKind::Programmatic), ("launch-order", EdgeKind::LaunchOrder)] {
+        let n = m.templates.iter().flat_map(|t| &t.edges).filter(|e| e.kind == kind).count();
+        needs.extend((n > 0).then(|| format!("{n} {name} edges")));
+    }
+    needs
+}
+
 impl fmt::Display for Account {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let flags: Vec<String> = self.flags_used.iter().map(u64::to_string).collect();
-        let attributes = match self.attributes.is_empty() {
-            true => format!("none (format v{} records no function or launch attributes)", self.format_version),
-            false => self.attributes.join(", "),
+        let attributes = match (self.attributes.is_empty(), self.format_version) {
+            (true, 1) => "none (format v1 records no function or launch attributes)".to_owned(),
+            (true, _) => "none".to_owned(),
+            (false, _) => self.attributes.join(", "),
         };
         let jit = if self.ptx { ", PTX compiled by the driver at load" } else { "" };
         writeln!(
@@ -101,6 +146,9 @@ impl fmt::Display for Account {
         writeln!(f, "modules: {} for {}{jit}", self.modules, self.arch)?;
         writeln!(f, "flags used: {}", flags.join(", "))?;
         writeln!(f, "attributes needed: {attributes}")?;
+        if !self.unchecked.is_empty() {
+            writeln!(f, "unchecked templates: {}", self.unchecked.join(", "))?;
+        }
         write!(f, "tensor-parallel rank {} of {}", self.tp_rank, self.tp_world_size)
     }
 }

@@ -33,10 +33,26 @@ pub enum CoreError {
     Invalid(#[from] ValidationError),
 }
 
-/// A rule of `docs/format-v1.md` that a manifest or its files break.
+/// A rule of `docs/format-v2.md` (or v1) that a manifest or its files break.
 #[derive(Debug, Error, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ValidationError {
+    #[error("{item} has `{field}`, a format v2 field, but the core says version 1")]
+    V2FieldInV1 { field: &'static str, item: String },
+    #[error("node `{node}` of template `{template}` is an {kind} node: native replay does not rebuild event nodes, so a core holding one is refused")]
+    EventNode { template: String, node: String, kind: &'static str },
+    #[error("node `{node}` of template `{template}`: parameter {param} is declared external, memory outside the arena that replay does not map; no kernel may receive such an address")]
+    ExternalPointer { template: String, node: String, param: u32 },
+    #[error("node `{node}` of template `{template}` asks for {} of dynamic shared memory, but function `{function}` allows {} (record its max-dynamic-shared-size-bytes)", bytes(u64::from(*requested)), bytes(u64::from(*allowed)))]
+    SharedMemory { template: String, node: String, function: String, requested: u32, allowed: u32 },
+    #[error("{item}: {what}")]
+    Attribute { item: String, what: String },
+    #[error("edge {from} -> {to} of template `{template}` is {kind}, but only kernel nodes have programmatic ports")]
+    TypedEdge { template: String, from: String, to: String, kind: &'static str },
+    #[error("template `{template}` {what}")]
+    Unchecked { template: String, what: &'static str },
+    #[error("every template is unchecked: a core with nothing checked would pass with nothing compared")]
+    NothingChecked,
     #[error("format name is `{found}`, expected `gnomon-core`")]
     FormatName { found: String },
     #[error("format version {found} is not readable (readable: {readable:?})")]
@@ -89,9 +105,9 @@ pub enum ValidationError {
     ParamBytes { template: String, node: String, function: String, expected: u64, found: u64 },
     #[error("node `{node}` of template `{template}` declares parameter {param} a pointer, but `{function}` has {count} parameters")]
     PointerParamIndex { template: String, node: String, function: String, param: u32, count: usize },
-    #[error("node `{node}` of template `{template}` declares parameter {param} a pointer, but its slot is {size} bytes, not 8")]
-    PointerParamSize { template: String, node: String, param: u32, size: u64 },
-    #[error("node `{node}` of template `{template}`: parameter {param} (bytes {}) holds address 0x{address:x}, which lies in no buffer and is not declared external", hex_range(bytes))]
+    #[error("node `{node}` of template `{template}` declares a pointer at byte {at} of parameter {param}, but the parameter is {size} bytes, so the 8 bytes do not fit")]
+    PointerParamSize { template: String, node: String, param: u32, at: u64, size: u64 },
+    #[error("node `{node}` of template `{template}`: parameter {param} (bytes {}) holds address 0x{address:x}, which lies in no buffer", hex_range(bytes))]
     DanglingPointer { template: String, node: String, param: u32, bytes: Range<u64>, address: u64 },
     #[error("node `{node}` of template `{template}` references buffer `{buffer}`, which does not exist")]
     UnknownBuffer { template: String, node: String, buffer: String },
@@ -237,6 +253,8 @@ pub enum CudaError {
     AddressNotHonoured { wanted: u64, got: u64, size: u64 },
     #[error("{0}")]
     Unsupported(String),
+    #[error("{call} ({target}, {attribute} = {value}) failed: {code}")]
+    Attribute { call: &'static str, target: String, attribute: &'static str, value: String, code: String },
     /// A release in `Drop` failed; the next call on the context reports it instead of running.
     #[error("releasing a handle earlier: {call} failed: {code}{}", and_more(*more))]
     Release { call: &'static str, code: String, more: usize },

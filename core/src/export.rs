@@ -5,12 +5,12 @@
 use std::{collections::HashMap, path::Path};
 
 use crate::{
-    cuda::{ArenaMapping, Context, NodeKind, RetainedGraph},
+    cuda::{ArenaMapping, Context, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
     format::{
-        Arena, Buffer, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation, FormatTag, Function,
-        KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PointerParam, RecordedFlags,
-        Shard, Template,
+        Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation, FormatTag,
+        Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PointerParam,
+        RecordedFlags, Shard, Template, Unchecked,
     },
     shards::{plan, ShardCap},
     validate,
@@ -48,8 +48,10 @@ impl Exporter {
         for m in modules {
             let file = format!("modules/{}.ptx", m.id);
             let sha256 = writer.write_file(&file, m.ptx.as_bytes())?;
-            let functions =
-                m.functions.iter().map(|f| Function { name: f.name().into(), params: f.layout().to_vec() }).collect();
+            let function = |f: &crate::cuda::Function| {
+                Ok(Function { name: f.name().into(), params: f.layout().to_vec(), attributes: f.attributes()? })
+            };
+            let functions = m.functions.iter().map(function).collect::<Result<_, ExportError>>()?;
             for f in &m.functions {
                 function_modules.insert(f.name().to_owned(), m.id.clone());
             }
@@ -64,27 +66,58 @@ impl Exporter {
             modules: manifest_modules,
             templates: Vec::new(),
             expectations: Vec::new(),
+            unchecked: Vec::new(),
         };
         Ok(Self { writer, manifest, function_modules })
     }
 
-    /// Writes the arena's current contents as shards under the cap, a chunk at a time, so
-    /// host memory stays one chunk whatever the arena; returns the bytes written and the
+    /// Writes the arena's stored bytes as shards under the cap, a chunk at a time, so host
+    /// memory stays one chunk whatever the arena; buffers declared zero are checked to be
+    /// zero and, like undefined ones, not written. Returns the bytes written and the
     /// seconds it took.
     pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<(u64, f64), ExportError> {
         let started = std::time::Instant::now();
         let a = self.manifest.arena;
+        // SAFETY (both reads): the range lies inside the arena `_mapping` keeps mapped.
+        let read = |offset: u64, len: u64| unsafe { ctx.read(a.base + offset, len) }.map_err(ExportError::from);
+        for b in self.manifest.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
+            let nonzero = (0..b.size).step_by(SNAPSHOT_CHUNK as usize).try_fold(false, |found, at| {
+                Ok::<_, ExportError>(
+                    found || read(b.offset + at, SNAPSHOT_CHUNK.min(b.size - at))?.iter().any(|&x| x != 0),
+                )
+            })?;
+            if nonzero {
+                return Err(ExportError::Node {
+                    template: String::new(),
+                    what: format!("buffer `{}` is declared zero but holds other bytes", b.name),
+                });
+            }
+        }
         let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(crate::errors::ValidationError::from)?;
         let spans = plan(a.size, cap).map_err(crate::errors::ValidationError::from)?;
+        let mut written = 0;
         for span in spans {
             let file = format!("shards/{:04}.bin", span.index);
-            let sha256 = self.writer.write_chunks(&file, span.size, SNAPSHOT_CHUNK, |offset, len| {
-                // SAFETY: the chunk lies inside the span, inside the arena `_mapping` keeps mapped.
-                unsafe { ctx.read(a.base + span.offset + offset, len) }.map_err(ExportError::from)
+            let mut shard =
+                Shard { index: span.index, offset: span.offset, size: span.size, file, sha256: String::new() };
+            let ranges = self.manifest.stored_ranges(&shard);
+            let total = self.manifest.stored_len(&shard);
+            shard.sha256 = self.writer.write_chunks(&shard.file, total, SNAPSHOT_CHUNK, |at, len| {
+                let mut bytes = Vec::with_capacity(len as usize);
+                for (offset, len) in pieces(&ranges, at, len) {
+                    bytes.extend(read(offset, len)?);
+                }
+                Ok::<_, ExportError>(bytes)
             })?;
-            self.manifest.shards.push(Shard { index: span.index, offset: span.offset, size: span.size, file, sha256 });
+            written += total;
+            self.manifest.shards.push(shard);
         }
-        Ok((a.size, started.elapsed().as_secs_f64()))
+        Ok((written, started.elapsed().as_secs_f64()))
+    }
+
+    /// Declares that `template`'s outputs are not compared, and why.
+    pub fn unchecked(&mut self, template: &str, reason: &str) {
+        self.manifest.unchecked.push(Unchecked { template: template.into(), reason: reason.into() });
     }
 
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.
@@ -95,8 +128,8 @@ impl Exporter {
             .into_iter()
             .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.kind)? }))
             .collect::<Result<Vec<_>, ExportError>>()?;
-        let edges =
-            graph.edges()?.into_iter().map(|(f, t)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone() }).collect();
+        let edge = |(f, t, kind): (NodeId, NodeId, _)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind };
+        let edges = graph.edges()?.into_iter().map(edge).collect();
         self.manifest.templates.push(Template { name: name.into(), flags, nodes, edges, capture_order: ids });
         Ok(())
     }
@@ -120,7 +153,7 @@ impl Exporter {
     fn node_op(&self, template: &str, kind: NodeKind) -> Result<NodeOp, ExportError> {
         let fail = |what: String| ExportError::Node { template: template.into(), what };
         Ok(match kind {
-            NodeKind::Kernel { function, grid, block, shared_mem, params, layout } => {
+            NodeKind::Kernel { function, grid, block, shared_mem, params, layout, launch } => {
                 let module = self
                     .function_modules
                     .get(&function)
@@ -134,6 +167,7 @@ impl Exporter {
                     shared_mem_bytes: shared_mem,
                     params,
                     pointers,
+                    launch,
                 })
             }
             NodeKind::Memset { dst, value, element_size, count } => NodeOp::Memset(MemsetNode {
@@ -153,19 +187,21 @@ impl Exporter {
         })
     }
 
-    /// Eight-byte parameters whose value lies in a buffer are recorded as pointers. (A
+    /// Every eight bytes at an 8-aligned place of a parameter (a pointer, or a field of a
+    /// struct or tensor map) whose value lies in a buffer are recorded as a pointer. (A
     /// double whose bits fall inside the arena would be a denormal near 1e-310.)
     fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
-        layout
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.size == 8)
-            .filter(|(_, slot)| {
-                let raw = &params[slot.offset as usize..slot.offset as usize + 8];
-                self.buffer_ref(u64::from_le_bytes(raw.try_into().expect("8 bytes"))).is_some()
-            })
-            .map(|(i, _)| PointerParam { param: i as u32, external: false })
-            .collect()
+        let mut pointers = Vec::new();
+        for (param, slot) in layout.iter().enumerate() {
+            for at in (0..slot.size.saturating_sub(7)).step_by(8) {
+                let start = (slot.offset + at) as usize;
+                let raw = u64::from_le_bytes(params[start..start + 8].try_into().expect("8 bytes"));
+                if self.buffer_ref(raw).is_some() {
+                    pointers.push(PointerParam { param: param as u32, at, external: false });
+                }
+            }
+        }
+        pointers
     }
 
     fn buffer_ref(&self, address: u64) -> Option<BufferRef> {
@@ -173,4 +209,24 @@ impl Exporter {
         let b = self.manifest.buffers.iter().find(|b| b.offset <= offset && offset < b.offset + b.size)?;
         Some(BufferRef { buffer: b.name.clone(), offset: offset - b.offset })
     }
+}
+
+/// The `(arena offset, length)` pieces behind `len` bytes at `at` of a file that holds
+/// `ranges` one after another.
+fn pieces(ranges: &[std::ops::Range<u64>], mut at: u64, mut len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for r in ranges {
+        let size = r.end - r.start;
+        if at >= size {
+            at -= size;
+            continue;
+        }
+        let take = (size - at).min(len);
+        out.push((r.start + at, take));
+        (at, len) = (0, len - take);
+        if len == 0 {
+            break;
+        }
+    }
+    out
 }

@@ -1,6 +1,6 @@
 //! The subject Gnomon qualifies: the export contract for CUDA-graph cores.
 //!
-//! - [`format`]: core format v1 — the manifest types, reading and writing a core directory.
+//! - [`format`]: core format v2 (v1 still reads) — the manifest types, reading and writing a core directory.
 //! - [`validate`]: every rule a core must satisfy before it may reach a GPU.
 //! - [`account`]: what a valid core holds, in a few lines.
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).

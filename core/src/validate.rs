@@ -1,6 +1,7 @@
-//! Every rule of core format v1 (`docs/format-v1.md`, "Validation"). [`manifest`] checks
-//! the manifest alone and allocates nothing sized by it; [`files`] checks the files it
-//! names. A core must pass both before it may reach a GPU.
+//! Every rule of core format v2 (`docs/format-v2.md`, "Validation"), and of v1, which
+//! reads as v2 without v2's fields. [`manifest`] checks the manifest alone and allocates
+//! nothing sized by it; [`files`] checks the files it names. A core must pass both before
+//! it may reach a GPU.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -13,8 +14,8 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
-        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, FormatTag, Function, KernelNode, Manifest, Module, NodeOp,
-        RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode, Manifest,
+        Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
 };
@@ -25,6 +26,12 @@ pub const MAX_ARENA_BYTES: u64 = 1 << 42;
 pub const MAX_MODULE_BYTES: u64 = 1 << 30;
 /// The most kernel parameter bytes a launch may carry (CUDA 12.1 and later, Volta on).
 pub const MAX_PARAM_BYTES: u64 = 32_764;
+/// Dynamic shared memory a kernel may use without raising its function's limit.
+pub const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 << 10;
+/// No device has more shared memory per block than this (the H200 has 227 KiB).
+const MAX_DYNAMIC_SHARED_BYTES: u32 = 256 << 10;
+/// Blocks in a cluster, non-portable sizes included (16 on Hopper and Blackwell).
+const MAX_CLUSTER_BLOCKS: u32 = 16;
 /// Launch limits of every device since Volta: grid x, y, z and block x, y, z, threads.
 const MAX_GRID: [u32; 3] = [(1 << 31) - 1, 65_535, 65_535];
 const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
@@ -35,6 +42,9 @@ type Result<T = ()> = std::result::Result<T, E>;
 /// Checks the manifest alone: structure, references, layouts, flags and graph shape.
 pub fn manifest(m: &Manifest) -> Result {
     format(&m.format)?;
+    if m.format.version < 2 {
+        v1_has_no_v2_field(m)?;
+    }
     if m.context.tp_world_size == 0 || m.context.tp_rank >= m.context.tp_world_size {
         return Err(E::TensorParallel { rank: m.context.tp_rank, world: m.context.tp_world_size });
     }
@@ -55,6 +65,38 @@ fn format(tag: &FormatTag) -> Result {
     }
     if !READABLE_VERSIONS.contains(&tag.version) {
         return Err(E::UnsupportedVersion { found: tag.version, readable: READABLE_VERSIONS.to_vec() });
+    }
+    Ok(())
+}
+
+/// A v1 core reads as v2 with every v2 field at its default; one that sets a v2 field is
+/// neither.
+fn v1_has_no_v2_field(m: &Manifest) -> Result {
+    let found = |field, item: String| Err(E::V2FieldInV1 { field, item });
+    if let Some(u) = m.unchecked.first() {
+        return found("unchecked", format!("template `{}`", u.template));
+    }
+    if let Some(b) = m.buffers.iter().find(|b| !b.contents.is_stored()) {
+        return found("contents", format!("buffer `{}`", b.name));
+    }
+    for f in m.modules.iter().flat_map(|module| &module.functions) {
+        if !f.attributes.is_unset() {
+            return found("attributes", format!("function `{}`", f.name));
+        }
+    }
+    for t in &m.templates {
+        if let Some(e) = t.edges.iter().find(|e| !e.kind.is_full()) {
+            return found("kind", format!("edge {} -> {} of template `{}`", e.from, e.to, t.name));
+        }
+        for node in &t.nodes {
+            let NodeOp::Kernel(k) = &node.op else { continue };
+            if !k.launch.is_unset() {
+                return found("launch", format!("node `{}` of template `{}`", node.id, t.name));
+            }
+            if k.pointers.iter().any(|p| p.at != 0) {
+                return found("at", format!("a pointer of node `{}` of template `{}`", node.id, t.name));
+            }
+        }
     }
     Ok(())
 }
@@ -180,6 +222,7 @@ fn modules(modules: &[Module]) -> Result<ModuleMap<'_>> {
         unique("function", module.functions.iter().map(|f| f.name.as_str()))?;
         for f in &module.functions {
             param_layout(module, f)?;
+            function_attributes(f)?;
         }
         map.insert(module.id.as_str(), module.functions.iter().map(|f| (f.name.as_str(), f)).collect());
     }
@@ -200,6 +243,29 @@ fn param_layout(module: &Module, f: &Function) -> Result {
         end = span.end;
     }
     Ok(())
+}
+
+fn function_attributes(f: &Function) -> Result {
+    let fail = |what: String| Err(E::Attribute { item: format!("function `{}`", f.name), what });
+    let a = &f.attributes;
+    if let Some(bytes) = a.max_dynamic_shared_size_bytes.filter(|&b| b > MAX_DYNAMIC_SHARED_BYTES) {
+        return fail(format!("max-dynamic-shared-size-bytes {bytes} is above any device's {MAX_DYNAMIC_SHARED_BYTES}"));
+    }
+    if let Some(carveout) = a.preferred_shared_memory_carveout.filter(|c| !(-1..=100).contains(c)) {
+        return fail(format!("preferred-shared-memory-carveout {carveout} is not a percentage or -1"));
+    }
+    let Some(dim) = a.required_cluster_dim else { return Ok(()) };
+    cluster(dim).map_or(Ok(()), |what| fail(format!("required-cluster-dim {dim:?} {what}")))
+}
+
+/// Why a cluster shape cannot be launched, if it cannot.
+fn cluster(dim: [u32; 3]) -> Option<String> {
+    let blocks = dim.iter().try_fold(1u32, |n, &d| n.checked_mul(d));
+    match blocks {
+        _ if dim.contains(&0) => Some("has a zero dimension".into()),
+        Some(n) if n <= MAX_CLUSTER_BLOCKS => None,
+        _ => Some(format!("holds more than {MAX_CLUSTER_BLOCKS} blocks")),
+    }
 }
 
 /// Checks one template against the core's modules and buffers.
@@ -224,7 +290,21 @@ impl TemplateCheck<'_, '_> {
         }
         let index: HashMap<&str, usize> = t.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
         self.acyclic(&index)?;
+        self.typed_edges(&index)?;
         self.capture_order(&index)
+    }
+
+    /// Programmatic and launch-order edges leave from and arrive at kernel nodes.
+    fn typed_edges(&self, index: &HashMap<&str, usize>) -> Result {
+        let t = self.template;
+        let kernel = |id: &str| matches!(t.nodes[index[id]].op, NodeOp::Kernel(_));
+        for e in t.edges.iter().filter(|e| !e.kind.is_full()) {
+            if !(kernel(&e.from) && kernel(&e.to)) {
+                let kind = if e.kind == EdgeKind::Programmatic { "programmatic" } else { "launch-order" };
+                return Err(E::TypedEdge { template: self.name(), from: e.from.clone(), to: e.to.clone(), kind });
+            }
+        }
+        Ok(())
     }
 
     fn node(&self, node: &str, op: &NodeOp) -> Result {
@@ -245,7 +325,10 @@ impl TemplateCheck<'_, '_> {
                 self.buffer_range(node, &c.src, c.bytes)?;
                 self.buffer_range(node, &c.dst, c.bytes)
             }
-            NodeOp::Empty | NodeOp::EventRecord { .. } | NodeOp::EventWait { .. } => Ok(()),
+            NodeOp::Empty => Ok(()),
+            NodeOp::EventRecord { .. } | NodeOp::EventWait { .. } => {
+                Err(E::EventNode { template: self.name(), node: node.into(), kind: op.kind() })
+            }
         }
     }
 
@@ -267,11 +350,16 @@ impl TemplateCheck<'_, '_> {
             return Err(E::ParamBytes { template, node: node_id, function: f.name.clone(), expected, found });
         }
         self.launch_shape(node, k)?;
+        let allowed = f.attributes.max_dynamic_shared_size_bytes.unwrap_or(DEFAULT_DYNAMIC_SHARED_BYTES);
+        if k.shared_mem_bytes > allowed {
+            let (function, requested) = (f.name.clone(), k.shared_mem_bytes);
+            return Err(E::SharedMemory { template, node: node_id, function, requested, allowed });
+        }
         if let Some(offset) = padding(f).find(|&i| k.params[i] != 0) {
             return Err(E::ParamPadding { template, node: node_id, offset });
         }
-        let pointer = first_duplicate(k.pointers.iter().map(|p| p.param));
-        self.duplicate("pointer parameter", pointer.map(|p| p.to_string()))?;
+        let pointer = first_duplicate(k.pointers.iter().map(|p| (p.param, p.at)));
+        self.duplicate("pointer parameter", pointer.map(|(param, at)| format!("{param} at byte {at}")))?;
         for p in &k.pointers {
             let slot = f.params.get(p.param as usize).ok_or_else(|| E::PointerParamIndex {
                 template: template.clone(),
@@ -280,17 +368,31 @@ impl TemplateCheck<'_, '_> {
                 param: p.param,
                 count: f.params.len(),
             })?;
-            if slot.size != 8 {
-                return Err(E::PointerParamSize { template, node: node_id, param: p.param, size: slot.size });
+            if p.at.checked_add(8).is_none_or(|end| end > slot.size) {
+                let (param, at, size) = (p.param, p.at, slot.size);
+                return Err(E::PointerParamSize { template, node: node_id, param, at, size });
             }
-            let bytes = slot.offset..slot.offset + 8;
+            if p.external {
+                return Err(E::ExternalPointer { template, node: node_id, param: p.param });
+            }
+            let bytes = slot.offset + p.at..slot.offset + p.at + 8;
             let raw = &k.params[bytes.start as usize..bytes.end as usize];
-            let address = u64::from_le_bytes(raw.try_into().expect("slot is 8 bytes"));
-            if !p.external && !self.buffers.contains_address(address) {
+            let address = u64::from_le_bytes(raw.try_into().expect("8 bytes"));
+            if !self.buffers.contains_address(address) {
                 return Err(E::DanglingPointer { template, node: node_id, param: p.param, bytes, address });
             }
         }
-        Ok(())
+        self.launch_attributes(node, k)
+    }
+
+    fn launch_attributes(&self, node: &str, k: &KernelNode) -> Result {
+        let Some(dim) = k.launch.cluster_dim else { return Ok(()) };
+        let item = || format!("node `{node}` of template `{}`", self.template.name);
+        let what = cluster(dim).or_else(|| {
+            let divides = k.grid.iter().zip(dim).all(|(&g, d)| g % d == 0);
+            (!divides).then(|| format!("does not divide the grid {:?}", k.grid))
+        });
+        what.map_or(Ok(()), |what| Err(E::Attribute { item: item(), what: format!("cluster-dim {dim:?} {what}") }))
     }
 
     fn launch_shape(&self, node: &str, k: &KernelNode) -> Result {
@@ -398,6 +500,33 @@ pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateF
     }
 }
 
+/// Every template has an expected output or says why not (`unchecked`), never both, and
+/// at least one template is checked.
+fn checked(m: &Manifest) -> Result {
+    unique("unchecked template", m.unchecked.iter().map(|u| u.template.as_str()))?;
+    let expects = |t: &str| m.expectations.iter().any(|e| e.template == t && !e.outputs.is_empty());
+    let fail = |template: &str, what| Err(E::Unchecked { template: template.into(), what });
+    for u in &m.unchecked {
+        if !m.templates.iter().any(|t| t.name == u.template) {
+            return fail(&u.template, "is declared unchecked, but the core has no such template");
+        }
+        if u.reason.trim().is_empty() {
+            return fail(&u.template, "is declared unchecked without a reason");
+        }
+        if expects(&u.template) {
+            return fail(&u.template, "is declared unchecked, but has expected outputs");
+        }
+    }
+    let unchecked = |t: &str| m.unchecked.iter().any(|u| u.template == t);
+    if let Some(t) = m.templates.iter().find(|t| !expects(&t.name) && !unchecked(&t.name)) {
+        return fail(&t.name, "has no expected output and is not declared unchecked: nothing of it would be compared");
+    }
+    if !m.templates.is_empty() && m.templates.iter().all(|t| unchecked(&t.name)) {
+        return Err(E::NothingChecked);
+    }
+    Ok(())
+}
+
 fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
     let templates: HashSet<&str> = m.templates.iter().map(|t| t.name.as_str()).collect();
     unique("expectation of template", m.expectations.iter().map(|e| e.template.as_str()))?;
@@ -418,7 +547,7 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
             return Err(E::Tolerance { template: e.template.clone(), value });
         }
     }
-    Ok(())
+    checked(m)
 }
 
 /// Whether [`files`] hashes shard contents now or leaves them to the upload.
@@ -434,7 +563,8 @@ pub enum ShardContents {
 pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
     for s in &m.shards {
         let sha256 = (shards == ShardContents::Hashed).then_some(s.sha256.as_str());
-        verify_file(dir, &format!("shard {}", s.index), &s.file, sha256, |len| (len != s.size).then_some(s.size))?;
+        let stored = m.stored_len(s);
+        verify_file(dir, &format!("shard {}", s.index), &s.file, sha256, |len| (len != stored).then_some(stored))?;
     }
     for module in &m.modules {
         verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)?;

@@ -29,6 +29,14 @@ fn the_golden_core_is_valid_with_its_account() {
 }
 
 #[test]
+fn the_golden_v2_core_is_valid_and_its_account_names_what_replay_must_set() {
+    let golden_v2 = GOLDEN.replace("v1", "v2");
+    let (code, stdout) = validate(&[&golden_v2]);
+    assert_eq!(code, Some(exit_codes::SUCCESS), "{stdout}");
+    insta::assert_snapshot!(stdout.replace(&golden_v2, "GOLDEN_V2"));
+}
+
+#[test]
 fn the_account_as_json_says_what_the_core_needs() {
     let (code, stdout) = validate(&["--format", "json", GOLDEN]);
     assert_eq!(code, Some(exit_codes::SUCCESS));

@@ -5,7 +5,9 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
-    format::{Core, Edge, NodeOp, PointerParam, Shard, MANIFEST_FILE, MAX_MANIFEST_BYTES},
+    format::{
+        BufferContents, Core, Edge, EdgeKind, NodeOp, PointerParam, Shard, Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
+    },
     validate::MAX_MODULE_BYTES,
 };
 use gnomon_fixtures::{
@@ -300,6 +302,71 @@ pub fn corruptions() -> Vec<Corruption> {
         on_disk("shard-is-directory", shard_directory, invalid!(NotAFile { kind: "a directory", .. })),
         on_disk("module-file-too-large", grow_module, invalid!(FileSize { declared: MAX_MODULE_BYTES, .. })),
         on_disk("shard-is-fifo", shard_fifo, invalid!(NotAFile { kind: "a special file", .. })),
+        row("external-pointer", external_pointer, invalid!(ExternalPointer { param: 2, .. })),
+        row(
+            "event-node",
+            |d| with_node(d, 3, |op| *op = NodeOp::EventRecord { event: "e0".into() }),
+            invalid!(EventNode { kind: "event-record", .. }),
+        ),
+        row(
+            "pointer-past-its-parameter",
+            |d| d.kernel_mut().pointers[1].at = 4,
+            invalid!(PointerParamSize { param: 2, at: 4, size: 8, .. }),
+        ),
+        row(
+            "shared-memory-above-function-limit",
+            |d| d.kernel_mut().shared_mem_bytes = 64 << 10,
+            invalid!(SharedMemory { requested: 65536, allowed: 49152, .. }),
+        ),
+        row(
+            "shared-memory-limit-unreal",
+            |d| d.manifest.modules[0].functions[0].attributes.max_dynamic_shared_size_bytes = Some(1 << 20),
+            invalid!(Attribute { .. }),
+        ),
+        row(
+            "carveout-not-a-percentage",
+            |d| d.manifest.modules[0].functions[0].attributes.preferred_shared_memory_carveout = Some(101),
+            invalid!(Attribute { .. }),
+        ),
+        row("cluster-dim-zero", |d| d.kernel_mut().launch.cluster_dim = Some([0, 1, 1]), invalid!(Attribute { .. })),
+        row("cluster-too-large", |d| d.kernel_mut().launch.cluster_dim = Some([4, 4, 2]), invalid!(Attribute { .. })),
+        row(
+            "cluster-not-dividing-grid",
+            |d| d.kernel_mut().launch.cluster_dim = Some([3, 1, 1]),
+            invalid!(Attribute { .. }),
+        ),
+        row(
+            "programmatic-edge-from-memset",
+            |d| d.manifest.templates[0].edges[0].kind = EdgeKind::Programmatic,
+            invalid!(TypedEdge { kind: "programmatic", .. }),
+        ),
+        row("template-without-expectation", |d| d.manifest.expectations.clear(), invalid!(Unchecked { .. })),
+        row("nothing-checked", nothing_checked, invalid!(NothingChecked)),
+        row(
+            "unchecked-without-reason",
+            |d| unchecked(d, "decode-b1", " "),
+            invalid!(Unchecked { what: "is declared unchecked without a reason", .. }),
+        ),
+        row(
+            "unchecked-and-expected",
+            |d| d.manifest.unchecked.push(Unchecked { template: "decode-b1".into(), reason: "r".into() }),
+            invalid!(Unchecked { what: "is declared unchecked, but has expected outputs", .. }),
+        ),
+        row(
+            "unchecked-unknown-template",
+            |d| d.manifest.unchecked.push(Unchecked { template: "prefill".into(), reason: "r".into() }),
+            invalid!(Unchecked { what: "is declared unchecked, but the core has no such template", .. }),
+        ),
+        row(
+            "v2-field-in-v1-core",
+            |d| (d.manifest.format.version, d.manifest.buffers[3].contents) = (1, BufferContents::Zero),
+            invalid!(V2FieldInV1 { field: "contents", .. }),
+        ),
+        row(
+            "shard-holds-unstored-bytes",
+            |d| d.manifest.buffers[3].contents = BufferContents::Undefined,
+            invalid!(FileSize { declared: GRANULARITY, found: CAP, .. }),
+        ),
         Corruption {
             slug: "param-hex-uppercase",
             // 0xab in the float's slot gives the hex text letters to spell in uppercase.
@@ -350,8 +417,22 @@ fn shard_fifo(dir: &Path) {
     assert!(made.success(), "mkfifo failed");
 }
 
+fn external_pointer(d: &mut CoreDraft) {
+    set_y_pointer(d, 0x7f00_0000_0000);
+    d.kernel_mut().pointers[1].external = true;
+}
+
+fn unchecked(d: &mut CoreDraft, template: &str, reason: &str) {
+    d.manifest.expectations.clear();
+    d.manifest.unchecked.push(Unchecked { template: template.into(), reason: reason.into() });
+}
+
+fn nothing_checked(d: &mut CoreDraft) {
+    unchecked(d, "decode-b1", "its outputs depend on the clock");
+}
+
 fn pointer(param: u32) -> PointerParam {
-    PointerParam { param, external: false }
+    PointerParam { param, at: 0, external: false }
 }
 
 fn set_y_pointer(d: &mut CoreDraft, address: u64) {
@@ -394,7 +475,7 @@ fn memcpy_bytes(d: &mut CoreDraft, bytes: u64) {
 }
 
 fn add_edge(d: &mut CoreDraft, from: &str, to: &str) {
-    d.manifest.templates[0].edges.push(Edge { from: from.into(), to: to.into() });
+    d.manifest.templates[0].edges.push(Edge { from: from.into(), to: to.into(), kind: EdgeKind::Full });
 }
 
 fn truncate_file(d: &mut CoreDraft, file: &str) {
@@ -453,13 +534,12 @@ pub fn cases() -> Vec<Case> {
             CoreDraft::sample().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "opening the sample core").map(drop)
         }),
-        Case::new("cpu/manifest/external-pointer-accepted", CLAIM, |_| {
+        Case::new("cpu/manifest/v2-features-accepted", CLAIM, |_| {
             let root = temp_root()?;
-            let mut draft = CoreDraft::sample();
-            set_y_pointer(&mut draft, 0x7f00_0000_0000);
-            draft.kernel_mut().pointers[1].external = true;
-            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            accepted(Core::open(root.path()), "opening a core with an external pointer").map(drop)
+            gnomon_fixtures::sample::v2_features().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let core = accepted(Core::open(root.path()), "opening the sample with every v2 feature")?;
+            let stored: u64 = core.manifest().shards.iter().map(|s| core.manifest().stored_len(s)).sum();
+            ensure(stored == 2 * GRANULARITY, || format!("{stored} bytes stored; only `x` and `w` are"))
         }),
         Case::new("cpu/manifest/memset-values-that-fit-accepted", CLAIM, |_| {
             for (element_size, value) in [(1, 0xff), (2, 0xffff), (4, u32::MAX)] {
@@ -496,6 +576,22 @@ pub fn cases() -> Vec<Case> {
             ensure(m.format.version == 1 && m.templates.len() == 1 && m.shards.len() == 2, || {
                 format!("golden core reads as version {} with {} templates", m.format.version, m.templates.len())
             })
+        }),
+        Case::new("cpu/format/golden-v2-read", "format-compatibility", |_| {
+            let dir =
+                golden::v2().map_err(|e| Verdict::Blocked(format!("writing out the embedded golden core: {e}")))?;
+            let core = accepted(Core::open(dir.path()), "opening the golden v2 core")?;
+            let m = core.manifest();
+            let f = &m.modules[0].functions[0];
+            let read = [
+                m.format.version == 2,
+                f.attributes.max_dynamic_shared_size_bytes == Some(96 << 10),
+                m.templates[1].edges[0].kind == EdgeKind::Programmatic,
+                m.unchecked.len() == 1,
+                m.buffers[3].contents == BufferContents::Undefined,
+                m.shards.iter().map(|s| m.stored_len(s)).sum::<u64>() == 2 * GRANULARITY,
+            ];
+            ensure(read.iter().all(|&r| r), || format!("the golden v2 core read back as {read:?} (version, attributes, edge kind, unchecked, contents, stored bytes)"))
         }),
         Case::new("cpu/format/write-read-round-trip", "format-compatibility", |_| {
             let root = temp_root()?;

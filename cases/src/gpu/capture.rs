@@ -64,7 +64,7 @@ pub fn cases() -> Vec<Case> {
             nodes.iter().map(|n| launch_index(&n.kind)).collect::<Option<_>>().ok_or_else(|| {
                 Verdict::Failed(format!("the captured graph holds nodes other than kernels: {nodes:?}"))
             })?;
-        let mut driver_edges: Vec<(usize, usize)> = edges.iter().map(|(f, t)| (order[f.0], order[t.0])).collect();
+        let mut driver_edges: Vec<(usize, usize)> = edges.iter().map(|(f, t, _)| (order[f.0], order[t.0])).collect();
         driver_edges.sort_unstable();
         ctx.metric("nodes", nodes.len() as f64, "1");
         ctx.metric("edges", edges.len() as f64, "1");

@@ -168,7 +168,7 @@ fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>,
     let buffers: Vec<Buffer> = inits
         .iter()
         .map(|b| {
-            let buffer = Buffer { name: b.name.into(), offset, size: b.size(), role: b.role };
+            let buffer = Buffer { name: b.name.into(), offset, size: b.size(), role: b.role, contents: b.contents() };
             offset = (offset + buffer.size).next_multiple_of(BUFFER_ALIGN);
             buffer
         })
@@ -263,9 +263,11 @@ fn initialise(
     for (init, b) in inits.iter().zip(buffers) {
         match &init.init {
             // SAFETY: the buffer lies inside the arena just mapped.
-            Init::Bytes(bytes) => {
-                unsafe { ctx.write(base + b.offset, bytes) }.map_err(blocked("upload initial buffers"))?
+            Init::Bytes(_) | Init::Zero(_) => {
+                let bytes = init.host_bytes().expect("bytes and zeros are on the host");
+                unsafe { ctx.write(base + b.offset, &bytes) }.map_err(blocked("upload initial buffers"))?
             }
+            Init::Undefined(_) => {}
             Init::Hashed { floats, seed } => {
                 if fill.is_none() {
                     let (module, _) = Module::compile(ctx, FILL.name, FILL.source).map_err(blocked("compile fill"))?;
@@ -294,18 +296,18 @@ fn original_run(
     inits: &[BufferInit],
     buffers: &[Buffer],
 ) -> Result<Vec<Expectation>, Verdict> {
-    let bytes_of = |name: &str| match inits.iter().find(|i| i.name == name).map(|i| &i.init) {
-        Some(Init::Bytes(bytes)) => bytes.clone(),
-        _ => panic!("a CPU reference reads `{name}`, which has no host bytes"),
+    let bytes_of = |name: &str| {
+        let init = inits.iter().find(|i| i.name == name);
+        init.and_then(BufferInit::host_bytes)
+            .unwrap_or_else(|| panic!("a CPU reference reads `{name}`, which has no host bytes"))
     };
     let mut expectations = Vec::new();
     for (name, _) in w.templates() {
         for (init, b) in inits.iter().zip(buffers).filter(|(i, _)| i.role != BufferRole::Weight) {
-            let Init::Bytes(bytes) = &init.init else {
-                return Err(Verdict::Blocked(format!("fixture: writable buffer `{}` has no host bytes", init.name)));
-            };
+            // Undefined buffers are left as they are: what replay finds there is poison.
+            let Some(bytes) = init.host_bytes() else { continue };
             // SAFETY: a buffer of the arena the session mapped.
-            unsafe { s.ctx.write(s.addresses[&b.name], bytes) }.map_err(blocked("reset the writable buffers"))?;
+            unsafe { s.ctx.write(s.addresses[&b.name], &bytes) }.map_err(blocked("reset the writable buffers"))?;
         }
         w.issue(&name, &s.stream, &s.env())
             .and_then(|_| s.stream.synchronize())

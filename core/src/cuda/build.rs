@@ -8,9 +8,12 @@ use std::ptr;
 use cudarc::driver::sys;
 
 use super::{check, graph::device_copy, Context, Function, Result, RetainedGraph};
-use crate::errors::CudaError;
+use crate::{
+    errors::CudaError,
+    format::{EdgeKind, LaunchAttributes},
+};
 
-/// A kernel node: the function, launch shape and parameter bytes.
+/// A kernel node: the function, launch shape, parameter bytes and launch attributes.
 #[derive(Clone, Copy)]
 pub struct KernelSpec<'a> {
     function: &'a Function,
@@ -18,6 +21,7 @@ pub struct KernelSpec<'a> {
     pub block: [u32; 3],
     pub shared_mem: u32,
     params: &'a [u8],
+    pub launch: LaunchAttributes,
 }
 
 impl<'a> KernelSpec<'a> {
@@ -30,7 +34,11 @@ impl<'a> KernelSpec<'a> {
         params: &'a [u8],
     ) -> Result<Self> {
         function.check_param_len(params)?;
-        Ok(Self { function, grid, block, shared_mem, params })
+        Ok(Self { function, grid, block, shared_mem, params, launch: LaunchAttributes::default() })
+    }
+
+    pub fn with_launch(self, launch: LaunchAttributes) -> Self {
+        Self { launch, ..self }
     }
 }
 
@@ -44,10 +52,12 @@ pub enum NodeSpec<'a> {
 }
 
 /// A template to build: nodes in an order where every dependency comes first, each with
-/// the positions of the nodes it depends on.
+/// the positions of the nodes it fully depends on, and the typed edges `(from, to,
+/// kind)` added once every node exists.
 #[derive(Default)]
 pub struct GraphSpec<'a> {
     pub nodes: Vec<(NodeSpec<'a>, Vec<usize>)>,
+    pub typed_edges: Vec<(usize, usize, EdgeKind)>,
 }
 
 /// The node of the graph that the driver refused, by position in `build_all`'s input.
@@ -99,6 +109,18 @@ fn build_raw(
             }
         }
     }
+    for &(from, to, kind) in &spec.typed_edges {
+        let data = super::attributes::edge_data(kind);
+        // SAFETY: both nodes belong to `graph`, which this call alone holds.
+        let added = check("cuGraphAddDependencies", unsafe {
+            sys::cuGraphAddDependencies_v2(graph, &nodes[from], &nodes[to], &data, 1)
+        });
+        if let Err(e) = added {
+            // SAFETY: as above.
+            ctx.released("cuGraphDestroy", unsafe { sys::cuGraphDestroy(graph) });
+            return Err((to, e));
+        }
+    }
     Ok((graph, nodes))
 }
 
@@ -125,6 +147,7 @@ pub(super) unsafe fn add_raw(
             p.kernelParams = pointers.as_mut_ptr();
             // The driver copies the parameter values while adding the node.
             check("cuGraphAddKernelNode", sys::cuGraphAddKernelNode_v2(&mut node, graph, d, n, &p))?;
+            super::attributes::set_node_launch_attributes(node, &k.launch)?;
         }
         NodeSpec::Memset { dst, value, element_size, count } => {
             let p = sys::CUDA_MEMSET_NODE_PARAMS {

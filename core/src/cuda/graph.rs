@@ -19,6 +19,7 @@ use super::{
 use crate::{
     contract::GraphExecutable,
     flags::{InstantiateFlags, ReportsFlags},
+    format::{EdgeKind, LaunchAttributes},
 };
 
 static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
@@ -97,6 +98,8 @@ pub enum NodeKind {
         shared_mem: u32,
         params: Vec<u8>,
         layout: Vec<crate::format::ParamSlot>,
+        /// Launch attributes that differ from the driver's defaults.
+        launch: LaunchAttributes,
     },
     Memset {
         dst: u64,
@@ -188,8 +191,8 @@ impl RetainedGraph {
             .collect()
     }
 
-    /// Every edge as `(from, to)` positions in [`Self::nodes`], sorted.
-    pub fn edges(&self) -> Result<Vec<(NodeId, NodeId)>> {
+    /// Every edge as `(from, to, kind)` with positions in [`Self::nodes`], sorted.
+    pub fn edges(&self) -> Result<Vec<(NodeId, NodeId, EdgeKind)>> {
         let nodes = self.raw_nodes()?;
         let mut count = 0usize;
         // SAFETY: asks for the count only.
@@ -200,15 +203,19 @@ impl RetainedGraph {
             return Ok(Vec::new()); // the driver refuses empty arrays
         }
         let (mut from, mut to) = (vec![ptr::null_mut(); count], vec![ptr::null_mut(); count]);
-        // SAFETY: both arrays hold `count` entries.
+        let mut data = vec![super::attributes::edge_data(EdgeKind::Full); count];
+        // SAFETY: the three arrays hold `count` entries.
         check("cuGraphGetEdges", unsafe {
-            sys::cuGraphGetEdges_v2(self.raw, from.as_mut_ptr(), to.as_mut_ptr(), ptr::null_mut(), &mut count)
+            sys::cuGraphGetEdges_v2(self.raw, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut count)
         })?;
         let position = |n: sys::CUgraphNode| {
             NodeId(nodes.iter().position(|&m| m == n).expect("edge endpoints are nodes of the graph"))
         };
-        let mut edges: Vec<_> = from.iter().zip(&to).map(|(&f, &t)| (position(f), position(t))).collect();
-        edges.sort_unstable();
+        let mut edges = Vec::with_capacity(count);
+        for ((&f, &t), d) in from.iter().zip(&to).zip(&data) {
+            edges.push((position(f), position(t), super::attributes::edge_kind(d)?));
+        }
+        edges.sort_unstable_by_key(|&(f, t, _)| (f, t));
         Ok(edges)
     }
 
@@ -333,6 +340,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
         shared_mem: p.sharedMemBytes,
         params,
         layout: function.layout().to_vec(),
+        launch: super::attributes::node_launch_attributes(node)?,
     })
 }
 

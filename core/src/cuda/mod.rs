@@ -8,6 +8,7 @@
 //! that creates it; every other type must be used on that thread. Gnomon runs each GPU
 //! case in its own single-threaded process.
 
+mod attributes;
 mod build;
 mod graph;
 mod module;
@@ -25,6 +26,7 @@ pub use pinned::PinnedHost;
 pub use vmm::{ArenaMapping, MappedShard};
 
 pub use crate::errors::CudaError;
+use crate::format::LaunchAttributes;
 
 pub type Result<T> = std::result::Result<T, CudaError>;
 
@@ -317,6 +319,18 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// How to launch a kernel: its shape, dynamic shared memory and launch attributes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub attributes: LaunchAttributes,
+    /// May start before the previous kernel on the stream completes (programmatic
+    /// dependent launch); it waits for it with `griddepcontrol.wait`.
+    pub programmatic: bool,
+}
+
 /// A non-blocking stream.
 pub struct Stream {
     ctx: Context,
@@ -338,23 +352,30 @@ impl Stream {
         shared_mem: u32,
         params: &[u8],
     ) -> Result<()> {
+        self.launch_with(function, Launch { grid, block, shared_mem, ..Launch::default() }, params)
+    }
+
+    /// Launches `function` with launch attributes (`cuLaunchKernelEx`): a captured launch
+    /// becomes a kernel node carrying them, and a programmatic one a programmatic edge.
+    pub fn launch_with(&self, function: &Function, launch: Launch, params: &[u8]) -> Result<()> {
         let mut pointers = function.param_pointers(params)?;
-        // SAFETY: `pointers` holds one pointer per parameter into `params`, which lives
-        // until the call returns; the driver copies the values during the call.
-        self.ctx.call("cuLaunchKernel", || unsafe {
-            sys::cuLaunchKernel(
-                function.raw(),
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
-                shared_mem,
-                self.raw,
-                pointers.as_mut_ptr(),
-                ptr::null_mut(),
-            )
+        let mut attrs = attributes::launch_attribute_list(&launch.attributes, launch.programmatic);
+        let config = sys::CUlaunchConfig {
+            gridDimX: launch.grid[0],
+            gridDimY: launch.grid[1],
+            gridDimZ: launch.grid[2],
+            blockDimX: launch.block[0],
+            blockDimY: launch.block[1],
+            blockDimZ: launch.block[2],
+            sharedMemBytes: launch.shared_mem,
+            hStream: self.raw,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
+        };
+        // SAFETY: `pointers` holds one pointer per parameter into `params`, and `attrs`
+        // the attributes, both alive until the call returns; the driver copies them.
+        self.ctx.call("cuLaunchKernelEx", || unsafe {
+            sys::cuLaunchKernelEx(&config, function.raw(), pointers.as_mut_ptr(), ptr::null_mut())
         })
     }
 
@@ -364,6 +385,14 @@ impl Stream {
     /// `dst..dst + 4 * count` must be device memory of this context.
     pub unsafe fn memset_u32(&self, dst: u64, value: u32, count: u64) -> Result<()> {
         self.ctx.call("cuMemsetD32Async", || sys::cuMemsetD32Async(dst, value, count as usize, self.raw))
+    }
+
+    /// Sets `count` bytes at `dst` to `value`.
+    ///
+    /// # Safety
+    /// `dst..dst + count` must be device memory of this context.
+    pub unsafe fn memset_u8(&self, dst: u64, value: u8, count: u64) -> Result<()> {
+        self.ctx.call("cuMemsetD8Async", || sys::cuMemsetD8Async(dst, value, count as usize, self.raw))
     }
 
     /// Enqueues a copy of `src` (page-locked host memory) to device address `dst`.

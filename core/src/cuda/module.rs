@@ -9,7 +9,7 @@ use std::{
 use cudarc::driver::sys;
 
 use super::{check, Context, CudaError, Result};
-use crate::format::ParamSlot;
+use crate::format::{FunctionAttributes, ParamSlot};
 
 /// Compiles CUDA C to PTX for `arch` (`sm_90`); a failure keeps the options and the log.
 pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {
@@ -129,6 +129,17 @@ impl Function {
 
     pub(super) fn raw(&self) -> sys::CUfunction {
         self.raw
+    }
+
+    /// The attributes a launch of this function depends on, as the driver reports them.
+    pub fn attributes(&self) -> Result<FunctionAttributes> {
+        super::attributes::function_attributes(self.raw)
+    }
+
+    /// Sets recorded attributes (what a kernel using more than 48 KiB of dynamic shared
+    /// memory needs before any node of it is built).
+    pub fn set_attributes(&self, attributes: &FunctionAttributes) -> Result<()> {
+        super::attributes::set_function_attributes(self.raw, &self.name, attributes)
     }
 
     /// One pointer per parameter into `params`, after checking its length.

@@ -3,9 +3,10 @@ use serde::{Deserialize, Serialize};
 /// The value of `format.name` in every core.
 pub const FORMAT_NAME: &str = "gnomon-core";
 /// The version this crate writes.
-pub const FORMAT_VERSION: u32 = 1;
-/// Every version this crate reads. Readers keep every version they ever wrote.
-pub const READABLE_VERSIONS: &[u32] = &[1];
+pub const FORMAT_VERSION: u32 = 2;
+/// Every version this crate reads. Readers keep every version they ever wrote; a v1 core
+/// reads as the v2 core it migrates to (`docs/format-v2.md`, "Migration from v1").
+pub const READABLE_VERSIONS: &[u32] = &[1, 2];
 
 /// The whole manifest of a core (`manifest.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,43 @@ pub struct Manifest {
     pub templates: Vec<Template>,
     #[serde(default)]
     pub expectations: Vec<Expectation>,
+    /// (v2) Templates that replay launches but whose outputs nobody compares, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchecked: Vec<Unchecked>,
+}
+
+/// A template whose outputs are not compared, and why (v2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Unchecked {
+    pub template: String,
+    pub reason: String,
+}
+
+impl Manifest {
+    /// The arena ranges (offsets from `arena.base`, in address order) whose bytes `shard`'s
+    /// file holds, one after another: the whole shard in v1; in v2 the parts of stored
+    /// buffers that lie in it.
+    pub fn stored_ranges(&self, shard: &Shard) -> Vec<std::ops::Range<u64>> {
+        let span = shard.offset..shard.offset.saturating_add(shard.size);
+        if self.format.version < 2 {
+            return vec![span];
+        }
+        let mut ranges: Vec<_> = self
+            .buffers
+            .iter()
+            .filter(|b| b.contents.is_stored())
+            .map(|b| b.offset.max(span.start)..b.offset.saturating_add(b.size).min(span.end))
+            .filter(|r| r.start < r.end)
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        ranges
+    }
+
+    /// The length `shard`'s file must have.
+    pub fn stored_len(&self, shard: &Shard) -> u64 {
+        self.stored_ranges(shard).iter().map(|r| r.end - r.start).sum()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +130,29 @@ pub struct Buffer {
     pub offset: u64,
     pub size: u64,
     pub role: BufferRole,
+    /// (v2) Whether the shards hold this buffer's bytes; v1 stores everything.
+    #[serde(default, skip_serializing_if = "BufferContents::is_stored")]
+    pub contents: BufferContents,
+}
+
+/// What a buffer holds when the core is loaded (v2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferContents {
+    /// Its bytes are in the shard files.
+    #[default]
+    Stored,
+    /// All zero: not in the shard files; replay zeroes it.
+    Zero,
+    /// Nothing anyone may read before writing (scratch, a KV cache): not in the shard
+    /// files; replay leaves it poisoned.
+    Undefined,
+}
+
+impl BufferContents {
+    pub fn is_stored(&self) -> bool {
+        *self == BufferContents::Stored
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +187,51 @@ pub enum ModuleKind {
 pub struct Function {
     pub name: String,
     pub params: Vec<ParamSlot>,
+    /// (v2) What replay sets with `cuFuncSetAttribute` before it builds any node.
+    #[serde(default, skip_serializing_if = "FunctionAttributes::is_unset")]
+    pub attributes: FunctionAttributes,
+}
+
+/// Function attributes a launch depends on, as the driver reported them at export (v2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct FunctionAttributes {
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: needed above 48 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dynamic_shared_size_bytes: Option<u32>,
+    /// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`: a percentage, or -1 for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_shared_memory_carveout: Option<i32>,
+    /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH`, `_HEIGHT`, `_DEPTH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_cluster_dim: Option<[u32; 3]>,
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_portable_cluster_size_allowed: Option<bool>,
+    /// `CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_scheduling_policy: Option<ClusterScheduling>,
+}
+
+impl FunctionAttributes {
+    pub fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterScheduling {
+    Default,
+    Spread,
+    LoadBalancing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemSyncDomain {
+    Default,
+    Remote,
 }
 
 impl Function {
@@ -210,6 +316,32 @@ pub struct KernelNode {
     /// Which parameters hold device pointers.
     #[serde(default)]
     pub pointers: Vec<PointerParam>,
+    /// (v2) Launch attributes of the captured node, restored on the rebuilt one.
+    #[serde(default, skip_serializing_if = "LaunchAttributes::is_unset")]
+    pub launch: LaunchAttributes,
+}
+
+/// A kernel node's launch attributes (`cuGraphKernelNodeGetAttribute`), each recorded
+/// only where it differs from the driver's default (v2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LaunchAttributes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_dim: Option<[u32; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_scheduling_policy: Option<ClusterScheduling>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooperative: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_sync_domain: Option<MemSyncDomain>,
+}
+
+impl LaunchAttributes {
+    pub fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,9 +349,16 @@ pub struct KernelNode {
 pub struct PointerParam {
     /// Index into the function's `params`.
     pub param: u32,
-    /// The pointer targets memory outside the arena (allocated by the runtime).
-    #[serde(default)]
+    /// (v2) Byte offset of the address inside the parameter (a struct, a tensor map).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub at: u64,
+    /// The pointer targets memory outside the arena. Refused: replay maps only the arena.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub external: bool,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,6 +392,29 @@ pub struct MemcpyNode {
 pub struct Edge {
     pub from: String,
     pub to: String,
+    /// (v2) What the dependency waits for; v1 edges are all `full`.
+    #[serde(default, skip_serializing_if = "EdgeKind::is_full")]
+    pub kind: EdgeKind,
+}
+
+/// The type and port of a dependency (`CUgraphEdgeData`), v2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EdgeKind {
+    /// The whole upstream node completes first.
+    #[default]
+    Full,
+    /// Programmatic dependent launch: the downstream kernel may start once every block
+    /// of the upstream kernel has triggered (or exited).
+    Programmatic,
+    /// The downstream kernel may start once the upstream kernel has started.
+    LaunchOrder,
+}
+
+impl EdgeKind {
+    pub fn is_full(&self) -> bool {
+        *self == EdgeKind::Full
+    }
 }
 
 /// What replaying one template must produce.

@@ -1,5 +1,6 @@
-//! Core format v1: a core is a directory holding `manifest.json`, module images and shard
-//! files. `docs/format-v1.md` is the normative description; these types are its Rust form.
+//! Core format v2 (and v1, which reads as v2): a core is a directory holding
+//! `manifest.json`, module images and shard files. `docs/format-v2.md` is the normative
+//! description; these types are its Rust form.
 
 mod io;
 mod manifest;

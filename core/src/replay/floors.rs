@@ -42,8 +42,9 @@ fn read_gbps(core: &Core, staging: Staging) -> Result<f64, ReplayError> {
                 scope.spawn(|| {
                     let (mut chunk, mut total) = (vec![0u8; staging.slot_bytes], 0u64);
                     while let Some(s) = shards.get(next.fetch_add(1, Ordering::SeqCst)) {
-                        let before = claimed.fetch_add(s.size, Ordering::SeqCst);
-                        let want = s.size.min(READ_SAMPLE.saturating_sub(before));
+                        let stored = core.manifest().stored_len(s);
+                        let before = claimed.fetch_add(stored, Ordering::SeqCst);
+                        let want = stored.min(READ_SAMPLE.saturating_sub(before));
                         if want == 0 {
                             break;
                         }

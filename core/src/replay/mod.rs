@@ -23,7 +23,7 @@ use crate::{
     contract::ReplayPlan,
     cuda::{instantiate_all, ArenaMapping, Context, DeviceBuffer, GraphExec, Module, RetainedGraph, Stream},
     errors::ReplayError,
-    format::{hash_hex, Buffer, BufferRole, Core, Manifest},
+    format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Manifest},
     validate::recorded_flags,
 };
 
@@ -200,13 +200,18 @@ fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
 
 /// Fills the arena with NaN bit patterns before the upload, so nothing a previous process
 /// left in the same physical memory (the exporter's own arena, say) can stand in for a
-/// byte the upload failed to write.
+/// byte the upload failed to write, and what is undefined reads as poison; then zeroes the
+/// buffers whose contents are zero.
 fn poison(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     let stream = ctx.stream()?;
     for s in &m.shards {
         // SAFETY: each shard of the validated core is mapped (by `map_arena`, or by the
         // exporter for handed executables); shard sizes are multiples of the granularity.
         unsafe { stream.memset_u32(m.arena.base + s.offset, u32::MAX, s.size / 4) }?;
+    }
+    for b in m.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
+        // SAFETY: a buffer of the validated core lies inside the mapped arena.
+        unsafe { stream.memset_u8(m.arena.base + b.offset, 0, b.size) }?;
     }
     Ok(stream.synchronize()?)
 }
@@ -271,6 +276,7 @@ fn load_modules(core: &Core, ctx: &Context) -> Result<rebuild::Functions, Replay
         let loaded = Module::load(ctx, &image)?;
         for f in &module.functions {
             let function = loaded.function(&f.name)?;
+            function.set_attributes(&f.attributes)?;
             if function.layout() != f.params.as_slice() {
                 let pairs = |slots: &[crate::format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
                 return Err(ReplayError::LayoutMismatch {

@@ -52,12 +52,14 @@ fn describe<'m>(
 ) -> Result<(GraphSpec<'m>, Vec<&'m Node>, Vec<Function>), ReplayError> {
     let address = |r: &BufferRef| m.arena.base + buffers[r.buffer.as_str()].offset + r.offset;
     let mut incoming: HashMap<&str, Vec<&str>> = HashMap::new();
-    for e in &t.edges {
+    for e in t.edges.iter().filter(|e| e.kind.is_full()) {
         incoming.entry(e.to.as_str()).or_default().push(e.from.as_str());
     }
     let order = topological(t);
     let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
     let (mut spec, mut used) = (GraphSpec::default(), Vec::new());
+    let typed = t.edges.iter().filter(|e| !e.kind.is_full());
+    spec.typed_edges = typed.map(|e| (position[e.from.as_str()], position[e.to.as_str()], e.kind)).collect();
     for node in &order {
         let deps = incoming.get(node.id.as_str()).map_or(Vec::new(), |from| from.iter().map(|f| position[f]).collect());
         let op = match &node.op {
@@ -65,7 +67,8 @@ fn describe<'m>(
                 let f = &functions[&(k.module.clone(), k.function.clone())];
                 used.push(f.clone());
                 let at = |source| ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source };
-                NodeSpec::Kernel(KernelSpec::new(f, k.grid, k.block, k.shared_mem_bytes, &k.params).map_err(at)?)
+                let kernel = KernelSpec::new(f, k.grid, k.block, k.shared_mem_bytes, &k.params).map_err(at)?;
+                NodeSpec::Kernel(kernel.with_launch(k.launch))
             }
             NodeOp::Memset(s) => {
                 NodeSpec::Memset { dst: address(&s.dst), value: s.value, element_size: s.element_size, count: s.count }

@@ -64,7 +64,8 @@ pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, 
     let started = Instant::now();
     let shards = &core.manifest().shards;
     // No more page-locked memory than the arena needs: pinning costs time too.
-    let chunks: u64 = shards.iter().map(|s| s.size.div_ceil(staging.slot_bytes as u64)).sum();
+    let m = core.manifest();
+    let chunks: u64 = m.shards.iter().map(|s| m.stored_len(s).div_ceil(staging.slot_bytes as u64)).sum();
     let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
     let mut pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
     let stream = ctx.stream()?;
@@ -129,7 +130,7 @@ pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, 
         failure.map_or(Ok(()), Err)
     });
     outcome?;
-    let bytes = shards.iter().map(|s| s.size).sum();
+    let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
     Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64() })
 }
 
@@ -174,19 +175,23 @@ fn read_shard<'p>(
     let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
     let changed = |what: String| io(std::io::Error::other(format!("changed since the core was validated: {what}")));
     let mut file = File::open(core.path_of(&shard.file)).map_err(io)?;
-    let (mut hasher, mut done) = (Sha256::new(), 0u64);
-    while done < shard.size {
-        if cancelled.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        let Ok(slot) = free.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return Ok(()) };
-        let len = (shard.size - done).min(slot.len() as u64) as usize;
-        file.read_exact(&mut slot[..len]).map_err(|e| changed(format!("it ended early ({e})")))?;
-        hasher.update(&slot[..len]);
-        let dst = base + shard.offset + done;
-        done += len as u64;
-        if tx.send(Message::Chunk { slot, len, dst }).is_err() {
-            return Ok(());
+    let mut hasher = Sha256::new();
+    // The file holds the shard's stored ranges one after another; each goes to its place.
+    for range in core.manifest().stored_ranges(shard) {
+        let mut done = range.start;
+        while done < range.end {
+            if cancelled.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let Ok(slot) = free.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return Ok(()) };
+            let len = (range.end - done).min(slot.len() as u64) as usize;
+            file.read_exact(&mut slot[..len]).map_err(|e| changed(format!("it ended early ({e})")))?;
+            hasher.update(&slot[..len]);
+            let dst = base + done;
+            done += len as u64;
+            if tx.send(Message::Chunk { slot, len, dst }).is_err() {
+                return Ok(());
+            }
         }
     }
     if file.read(&mut [0u8]).map_err(io)? != 0 {
