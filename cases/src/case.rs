@@ -59,6 +59,8 @@ pub enum Requirement {
     Nothing,
     /// At least this many CUDA devices.
     Gpus(u32),
+    /// NVRTC, to compile without running (no GPU needed).
+    Nvrtc,
 }
 
 /// Where a case runs. GPU cases run each in a child process, so a crash, a sticky CUDA
@@ -102,6 +104,8 @@ pub struct Facilities {
     pub gpus: u32,
     /// Why there are no GPUs, when there are none.
     pub gpu_unavailable: Option<String>,
+    /// Why NVRTC cannot be used, when it cannot.
+    pub nvrtc_unavailable: Option<String>,
 }
 
 #[derive(Clone)]
@@ -184,6 +188,7 @@ impl Case {
     pub fn unmet(&self, facilities: &Facilities) -> Option<String> {
         match self.requires {
             Requirement::Nothing => None,
+            Requirement::Nvrtc => facilities.nvrtc_unavailable.as_ref().map(|r| format!("needs NVRTC: {r}")),
             Requirement::Gpus(n) if facilities.gpus >= n => None,
             Requirement::Gpus(n) => Some(match (&facilities.gpu_unavailable, n) {
                 (Some(reason), _) => format!("needs a CUDA GPU: {reason}"),

@@ -28,13 +28,22 @@ pub fn collect() -> Environment {
                 .map(|d| Gpu { arch: d.arch(), index: d.ordinal, name: d.name, memory_bytes: d.total_memory })
                 .collect();
         }
-        Err(reason) => env.gpu_unavailable = Some(reason),
+        Err(reason) => {
+            env.gpu_unavailable = Some(reason);
+            // NVRTC compiles without a GPU, so compile-only cases can still run.
+            env.nvrtc_version = gnomon_core::cuda::nvrtc_version().ok();
+        }
     }
     env
 }
 
 pub fn facilities(env: &Environment) -> Facilities {
-    Facilities { gpus: env.gpus.len() as u32, gpu_unavailable: env.gpu_unavailable.clone() }
+    let nvrtc_unavailable = match &env.nvrtc_version {
+        Some(v) if !v.starts_with("unavailable") => None,
+        Some(v) => Some(v.clone()),
+        None => Some("NVRTC (libnvrtc) is not installed".into()),
+    };
+    Facilities { gpus: env.gpus.len() as u32, gpu_unavailable: env.gpu_unavailable.clone(), nvrtc_unavailable }
 }
 
 fn cpu_model() -> String {

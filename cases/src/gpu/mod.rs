@@ -1,6 +1,8 @@
 //! `gpu/`: the export contract on a real device. Every case needs a CUDA GPU and runs in
 //! its own child process.
 
+mod arch;
+mod attributes;
 mod capture;
 mod fault;
 mod flags;
@@ -28,6 +30,8 @@ pub fn cases(include_faults: bool) -> Vec<Case> {
         layouts::cases(),
         release::cases(),
         tensor_parallel::cases(),
+        attributes::cases(),
+        arch::cases(),
     ]
     .concat();
     if include_faults {

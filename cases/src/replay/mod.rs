@@ -4,7 +4,7 @@
 
 mod bad_core;
 pub(crate) mod native;
-mod pipeline;
+pub(crate) mod pipeline;
 mod reservation;
 
 use std::{path::Path, process::Command};

@@ -6,6 +6,7 @@ use std::{collections::HashMap, path::Path, time::Instant};
 
 use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
+    errors::FlagsError,
     export::{Exporter, ModuleImage},
     flags::resolve,
     format::{
@@ -129,10 +130,16 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
                     .instantiate(*flags)
                     .map_err(|e| failed("instantiate for handover")(e.to_string()))?
                     .named(name);
-                let (value, _) =
-                    resolve(None, Some(&exec)).map_err(|e| failed("flags from the live executable")(e.to_string()))?;
+                // A driver that drops a bit on read-back (580.159 drops 8) forces `explicit`.
+                let recorded = match resolve(None, Some(&exec)) {
+                    Ok((value, _)) => RecordedFlags { explicit: None, from_executable: Some(value.bits()) },
+                    Err(FlagsError::ReadbackMismatch { .. }) => {
+                        RecordedFlags { explicit: Some(*flags), from_executable: None }
+                    }
+                    Err(e) => return Err(failed("flags from the live executable")(e.to_string())),
+                };
                 handed.push(exec);
-                RecordedFlags { explicit: None, from_executable: Some(value.bits()) }
+                recorded
             }
         };
         exporter.template(name, graph, recorded).map_err(|e| failed("record template")(e.to_string()))?;
@@ -207,6 +214,10 @@ fn open_session(
         }
         modules.push(module);
         sources.push((k.name, ptx));
+    }
+    for (name, attributes) in w.function_attributes() {
+        let f = functions.get(name).ok_or_else(|| Verdict::Blocked(format!("fixture: no function `{name}`")))?;
+        f.set_attributes(&attributes).map_err(blocked("set the fixture's function attributes"))?;
     }
     let forks = (0..2).map(|_| ctx.stream()).collect::<Result<_, _>>().map_err(blocked("create stream"))?;
     let events = (0..3).map(|_| ctx.event()).collect::<Result<_, _>>().map_err(blocked("create event"))?;

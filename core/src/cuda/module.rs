@@ -36,7 +36,8 @@ fn leak(s: &str) -> &'static str {
     Box::leak(s.to_owned().into_boxed_str())
 }
 
-pub(super) fn nvrtc_version() -> std::result::Result<String, String> {
+/// NVRTC's `major.minor`, or why it is unusable.
+pub fn nvrtc_version() -> std::result::Result<String, String> {
     use cudarc::nvrtc::sys as nv;
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { nv::is_culib_present() } {

@@ -17,6 +17,7 @@ use std::{collections::HashMap, fs, time::Instant};
 use bytesize::ByteSize;
 
 pub use floors::Floors;
+pub use rebuild::Functions;
 pub use upload::{Staging, Uploaded};
 
 use crate::{
@@ -138,6 +139,26 @@ fn restore_and_launch(
     };
     let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), stages)?;
     Ok(ReplayReport { stages: std::mem::take(&mut stages.times), outputs, uploaded, first_launch_s, arena })
+}
+
+/// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
+/// mapping that keeps their memset and memcpy addresses valid, the graphs in template
+/// order, and the loaded functions with their attributes set.
+pub struct Rebuilt {
+    pub mapping: ArenaMapping,
+    pub graphs: Vec<RetainedGraph>,
+    pub functions: rebuild::Functions,
+}
+
+/// Maps the arena, loads the modules and rebuilds every template, for reading back what a
+/// rebuild restored.
+pub fn rebuild_only(core: &Core, ctx: &Context) -> Result<Rebuilt, ReplayError> {
+    let m = core.manifest();
+    check_context(m, ctx)?;
+    let mapping = map_arena(m, ctx)?;
+    let functions = load_modules(core, ctx)?;
+    let graphs = rebuild::templates(ctx, m, &functions)?;
+    Ok(Rebuilt { mapping, graphs, functions })
 }
 
 /// The floors an upload of `core` is held against, measured now on this machine (it reads
