@@ -193,10 +193,13 @@ pub(super) fn node_launch_attributes(node: sys::CUgraphNode) -> Result<LaunchAtt
     let cooperative = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE)?.cooperative };
     let domain = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN)?.memSyncDomain } as u32;
     let cluster = [dim.x, dim.y, dim.z];
+    let clustered = cluster != [0; 3] && cluster != [1; 3];
     Ok(LaunchAttributes {
         priority: (priority != 0).then_some(priority),
-        cluster_dim: (cluster != [0; 3] && cluster != [1; 3]).then_some(cluster),
-        cluster_scheduling_policy: (scheduling != 0).then(|| scheduling_of(scheduling)).transpose()?,
+        cluster_dim: clustered.then_some(cluster),
+        // Captured nodes report `spread` whether or not a cluster was asked for; the policy
+        // means something only with a cluster, so it is kept only with one.
+        cluster_scheduling_policy: clustered.then(|| scheduling_of(scheduling)).transpose()?,
         cooperative: (cooperative != 0).then_some(true),
         mem_sync_domain: (domain != 0).then_some(MemSyncDomain::Remote),
     })
