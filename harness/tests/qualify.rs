@@ -46,6 +46,9 @@ fn the_example_profile_is_valid_and_bad_profiles_are_refused() {
     let profile = Profile::load(Path::new(PROFILE)).unwrap();
     assert_eq!(profile.launches, 3);
     assert_eq!(profile.tolerance("decode-b8", "logits"), Some(1e-4));
+    let budgets = |target| profile.budgets_for(target).into_keys().collect::<Vec<_>>();
+    assert_eq!(budgets("decode"), ["restore-total-s", "restore-us-per-node"]);
+    assert_eq!(budgets("model-scale-nightly"), ["restore-total-s", "restore-us-per-node", "upload-gbps"]);
     let path = Path::new("p.toml");
     for (text, says) in [
         ("launches = 1", "determinism needs 2 to 1000 launches"),

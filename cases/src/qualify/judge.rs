@@ -17,7 +17,9 @@ use gnomon_core::{
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
-use super::{core_cases, CoreDir, Profile};
+use super::{core_cases, Budget, CoreDir, Profile};
+
+type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
     replay::native::{digests_match, replay_metrics, within_reference},
@@ -38,7 +40,8 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
     let core = CoreDir::read(dir.to_owned());
     let rank = device.map(|_| core.manifest.as_ref().map_or(u32::MAX, |m| m.context.tp_rank));
     let mut verdicts = Verdicts::new(core_cases(prefix, &core.templates(), &profile, rank));
-    if let Err(why) = judge(&mut verdicts, dir, device, rank, &profile) {
+    let budgets = profile.budgets_for(super::target_of(prefix));
+    if let Err(why) = judge(&mut verdicts, dir, device, rank, &profile, &budgets) {
         verdicts.unjudged = why;
     }
     let json = serde_json::to_vec(&verdicts.finish()).expect("records always serialize");
@@ -104,6 +107,7 @@ fn judge(
     device: Option<u32>,
     rank: Option<u32>,
     profile: &Profile,
+    budgets: &Budgets,
 ) -> Result<(), String> {
     let started = Instant::now();
     let core = Core::open_for_upload(dir).map_err(|e| format!("the core did not validate: {e}"))?;
@@ -120,7 +124,7 @@ fn judge(
     }
     let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
     match replayed {
-        Ok(report) => judge_replay(v, &core, &report, before, profile),
+        Ok(report) => judge_replay(v, &core, &report, before, profile, budgets),
         Err(failure) => stopped(v, &templates, failure),
     }
 }
@@ -145,6 +149,7 @@ fn judge_replay(
     report: &ReplayReport,
     mut stages: gnomon_core::replay::StageTimes,
     profile: &Profile,
+    budgets: &Budgets,
 ) -> Result<(), String> {
     stages.extend(report.stages.iter().copied());
     let seconds = |names: &[&str]| stages.iter().filter(|(n, _)| names.contains(n)).map(|(_, s)| s).sum::<f64>();
@@ -173,7 +178,7 @@ fn judge_replay(
     let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).filter(|n| !unchecked(n)).collect();
     v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, &report.outputs));
     let metrics = replay_metrics(core, report, None, &stages);
-    for (metric, budget) in &profile.budgets {
+    for (metric, budget) in budgets {
         let case = format!("budget/{metric}");
         let Some(m) = metrics.get(metric) else {
             let measured: Vec<&str> = metrics.keys().map(String::as_str).collect();

@@ -58,7 +58,7 @@ pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, 
         suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
     }
     suffixes.extend(["determinism", "weights-unchanged", "restore", "checker-rejects-wrong-outputs"].map(String::from));
-    suffixes.extend(profile.budgets.keys().map(|metric| format!("budget/{metric}")));
+    suffixes.extend(profile.budgets_for(target_of(prefix)).into_keys().map(|metric| format!("budget/{metric}")));
     suffixes
         .into_iter()
         .map(|suffix| {
@@ -68,6 +68,11 @@ pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, 
             rank.into_iter().fold(case, |c, r| c.with_parameter("rank", r.to_string()))
         })
         .collect()
+}
+
+/// The target a case prefix names: `qualify/TARGET[/rank=R]`.
+pub(crate) fn target_of(prefix: &str) -> &str {
+    prefix.split('/').nth(1).unwrap_or_default()
 }
 
 /// The child that restores `core` and judges its cases: on `rank`'s own GPU for a rank.

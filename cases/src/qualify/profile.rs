@@ -58,6 +58,7 @@ pub struct Profile {
     pub launches: u32,
     /// Tolerance against the CPU reference by `template/buffer`, instead of the core's.
     pub tolerances: BTreeMap<String, f64>,
+    /// By `METRIC` or `TARGET/METRIC`; see [`Profile::budgets_for`].
     pub budgets: BTreeMap<String, Budget>,
     pub expectations: Expectations,
 }
@@ -102,6 +103,16 @@ impl Profile {
             budgets: file.budgets,
             expectations: Expectations::from_entries(file.expect)?,
         })
+    }
+
+    /// The budgets of one target (a core or a rank set, by the name its case ids use):
+    /// `METRIC` keys bind every target, `TARGET/METRIC` keys that one, and win.
+    pub fn budgets_for(&self, target: &str) -> BTreeMap<String, Budget> {
+        let mut budgets: BTreeMap<String, Budget> =
+            self.budgets.iter().filter(|(k, _)| !k.contains('/')).map(|(k, b)| (k.clone(), *b)).collect();
+        let own = self.budgets.iter().filter_map(|(k, b)| Some((k.strip_prefix(target)?.strip_prefix('/')?, b)));
+        budgets.extend(own.map(|(metric, b)| (metric.to_owned(), *b)));
+        budgets
     }
 
     /// The tolerance the profile sets for `template`'s output `buffer`, if it sets one.
