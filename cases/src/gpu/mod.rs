@@ -1,5 +1,5 @@
 //! `gpu/`: the export contract on a real device. Every case needs a CUDA GPU and runs in
-//! its own child process.
+//! its own child process, except `arch-readiness/`, which only compiles with NVRTC.
 
 mod arch;
 mod attributes;
