@@ -64,3 +64,24 @@ fn a_parameter_block_of_exactly_the_limit_is_allowed() {
     assert_eq!(ending_at(validate::MAX_PARAM_BYTES), Ok(()));
     assert!(matches!(ending_at(validate::MAX_PARAM_BYTES + 4), Err(ValidationError::ParamPastLimit { .. })));
 }
+
+fn golden_v2() -> Manifest {
+    serde_json::from_str(include_str!("../../fixtures/golden/v2/manifest.json")).expect("the golden manifest parses")
+}
+
+/// Function attributes at their limits: 256 KiB of dynamic shared memory and the whole
+/// carveout range, −1 (no preference) included, are allowed; a step past is not.
+#[test]
+fn function_attributes_at_their_limits_are_allowed() {
+    let with = |max: u32, carveout: i32| {
+        let mut m = golden_v2();
+        let a = &mut m.modules[0].functions[0].attributes;
+        (a.max_dynamic_shared_size_bytes, a.preferred_shared_memory_carveout) = (Some(max), Some(carveout));
+        validate::manifest(&m)
+    };
+    for carveout in [-1, 0, 100] {
+        assert_eq!(with(256 << 10, carveout), Ok(()), "carveout {carveout}");
+    }
+    assert!(matches!(with((256 << 10) + 1, 0), Err(ValidationError::Attribute { .. })));
+    assert!(matches!(with(256 << 10, -2), Err(ValidationError::Attribute { .. })));
+}
