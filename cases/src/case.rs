@@ -120,12 +120,6 @@ pub struct Case {
     body: CaseBody,
 }
 
-impl std::fmt::Debug for Case {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Case").field("id", &self.id).field("requires", &self.requires).finish()
-    }
-}
-
 impl Case {
     /// A case that needs nothing and runs in the runner's process.
     pub fn new(
