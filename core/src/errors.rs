@@ -277,6 +277,8 @@ pub enum ExportError {
     Core(#[from] CoreError),
     #[error("template `{template}`: {what}")]
     Node { template: String, what: String },
+    #[error("buffer `{buffer}` is declared zero but holds other bytes")]
+    NotZero { buffer: String },
     #[error("the written core does not validate: {0}")]
     Invalid(#[from] ValidationError),
 }

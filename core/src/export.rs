@@ -81,16 +81,10 @@ impl Exporter {
         // SAFETY (both reads): the range lies inside the arena `_mapping` keeps mapped.
         let read = |offset: u64, len: u64| unsafe { ctx.read(a.base + offset, len) }.map_err(ExportError::from);
         for b in self.manifest.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
-            let nonzero = (0..b.size).step_by(SNAPSHOT_CHUNK as usize).try_fold(false, |found, at| {
-                Ok::<_, ExportError>(
-                    found || read(b.offset + at, SNAPSHOT_CHUNK.min(b.size - at))?.iter().any(|&x| x != 0),
-                )
-            })?;
-            if nonzero {
-                return Err(ExportError::Node {
-                    template: String::new(),
-                    what: format!("buffer `{}` is declared zero but holds other bytes", b.name),
-                });
+            for at in (0..b.size).step_by(SNAPSHOT_CHUNK as usize) {
+                if read(b.offset + at, SNAPSHOT_CHUNK.min(b.size - at))?.iter().any(|&x| x != 0) {
+                    return Err(ExportError::NotZero { buffer: b.name.clone() });
+                }
             }
         }
         let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(crate::errors::ValidationError::from)?;
