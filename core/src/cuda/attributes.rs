@@ -112,10 +112,15 @@ fn scheduling_of(value: u32) -> Result<ClusterScheduling> {
 }
 
 fn scheduling_value(p: ClusterScheduling) -> u32 {
+    scheduling_policy(p) as u32
+}
+
+fn scheduling_policy(p: ClusterScheduling) -> sys::CUclusterSchedulingPolicy {
+    use sys::CUclusterSchedulingPolicy as P;
     match p {
-        ClusterScheduling::Default => 0,
-        ClusterScheduling::Spread => 1,
-        ClusterScheduling::LoadBalancing => 2,
+        ClusterScheduling::Default => P::CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
+        ClusterScheduling::Spread => P::CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
+        ClusterScheduling::LoadBalancing => P::CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING,
     }
 }
 
@@ -127,39 +132,48 @@ fn value(set: impl FnOnce(&mut sys::CUlaunchAttributeValue)) -> sys::CUlaunchAtt
     value
 }
 
-/// Each recorded launch attribute as the driver holds it, with the name the format gives it.
-fn launch_values(a: &LaunchAttributes) -> Vec<(Id, &'static str, sys::CUlaunchAttributeValue)> {
-    use sys::{CUclusterSchedulingPolicy as P, CUlaunchMemSyncDomain as D};
+/// One recorded launch attribute: the driver's id and value, and the format's name and
+/// spelling of the value, for errors.
+struct LaunchValue {
+    id: Id,
+    name: &'static str,
+    shown: String,
+    value: sys::CUlaunchAttributeValue,
+}
+
+fn launch_values(a: &LaunchAttributes) -> Vec<LaunchValue> {
+    use sys::CUlaunchMemSyncDomain as D;
+    let one = |id, name, shown: String, value| LaunchValue { id, name, shown, value };
     let mut values = Vec::new();
     if let Some(priority) = a.priority {
-        values.push((Id::CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", value(|v| v.priority = priority)));
+        values.push(one(
+            Id::CU_LAUNCH_ATTRIBUTE_PRIORITY,
+            "priority",
+            priority.to_string(),
+            value(|v| v.priority = priority),
+        ));
     }
     if let Some([x, y, z]) = a.cluster_dim {
         let dim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z };
-        values.push((Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster-dim", value(|v| v.clusterDim = dim)));
+        let set = value(|v| v.clusterDim = dim);
+        values.push(one(Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster-dim", format!("{:?}", [x, y, z]), set));
     }
     if let Some(p) = a.cluster_scheduling_policy {
-        let policy = match p {
-            ClusterScheduling::Default => P::CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
-            ClusterScheduling::Spread => P::CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
-            ClusterScheduling::LoadBalancing => P::CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING,
-        };
-        let set = value(|v| v.clusterSchedulingPolicyPreference = policy);
-        values.push((Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster-scheduling-policy", set));
+        let set = value(|v| v.clusterSchedulingPolicyPreference = scheduling_policy(p));
+        let id = Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+        values.push(one(id, "cluster-scheduling-policy", format!("{p:?}"), set));
     }
     if let Some(cooperative) = a.cooperative {
-        values.push((
-            Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-            "cooperative",
-            value(|v| v.cooperative = cooperative.into()),
-        ));
+        let set = value(|v| v.cooperative = cooperative.into());
+        values.push(one(Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative", cooperative.to_string(), set));
     }
     if let Some(domain) = a.mem_sync_domain {
-        let domain = match domain {
+        let driver = match domain {
             MemSyncDomain::Default => D::CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
             MemSyncDomain::Remote => D::CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE,
         };
-        values.push((Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "mem-sync-domain", value(|v| v.memSyncDomain = domain)));
+        let set = value(|v| v.memSyncDomain = driver);
+        values.push(one(Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "mem-sync-domain", format!("{domain:?}"), set));
     }
     values
 }
@@ -168,12 +182,9 @@ fn launch_values(a: &LaunchAttributes) -> Vec<(Id, &'static str, sys::CUlaunchAt
 /// previous kernel on its stream (programmatic dependent launch).
 pub(super) fn launch_attribute_list(a: &LaunchAttributes, programmatic: bool) -> Vec<sys::CUlaunchAttribute> {
     let serialization = value(|v| v.programmaticStreamSerializationAllowed = 1);
-    let extra = programmatic.then_some((Id::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, "", serialization));
-    launch_values(a)
-        .into_iter()
-        .chain(extra)
-        .map(|(id, _, value)| sys::CUlaunchAttribute { id, pad: [0; 4], value })
-        .collect()
+    let extra = programmatic.then_some((Id::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, serialization));
+    let recorded = launch_values(a).into_iter().map(|v| (v.id, v.value));
+    recorded.chain(extra).map(|(id, value)| sys::CUlaunchAttribute { id, pad: [0; 4], value }).collect()
 }
 
 /// A kernel node's launch attributes, each where it differs from the driver's default.
@@ -210,33 +221,16 @@ pub(super) fn node_launch_attributes(node: sys::CUgraphNode) -> Result<LaunchAtt
 /// # Safety
 /// `node` must be a kernel node of a live graph used by this thread alone.
 pub(super) unsafe fn set_node_launch_attributes(node: sys::CUgraphNode, a: &LaunchAttributes) -> Result<()> {
-    for (id, name, value) in launch_values(a) {
+    for LaunchValue { id, name, shown, value } in launch_values(a) {
         sys::cuGraphKernelNodeSetAttribute(node, id, &value).result().map_err(|e| CudaError::Attribute {
             call: "cuGraphKernelNodeSetAttribute",
             target: "the rebuilt node".into(),
             attribute: name,
-            value: describe_value(id, &value),
+            value: shown,
             code: super::describe(e),
         })?;
     }
     Ok(())
-}
-
-fn describe_value(id: Id, v: &sys::CUlaunchAttributeValue) -> String {
-    // SAFETY: each arm reads the member its attribute fills.
-    unsafe {
-        match id {
-            Id::CU_LAUNCH_ATTRIBUTE_PRIORITY => v.priority.to_string(),
-            Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION => {
-                format!("{:?}", [v.clusterDim.x, v.clusterDim.y, v.clusterDim.z])
-            }
-            Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE => v.cooperative.to_string(),
-            Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE => {
-                format!("{:?}", v.clusterSchedulingPolicyPreference)
-            }
-            _ => format!("{:?}", v.memSyncDomain),
-        }
-    }
 }
 
 /// The format's kind of an edge the driver reports.
