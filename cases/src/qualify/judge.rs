@@ -39,7 +39,7 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
     };
     let core = CoreDir::read(dir.to_owned());
     let rank = device.map(|_| core.manifest.as_ref().map_or(u32::MAX, |m| m.context.tp_rank));
-    let mut verdicts = Verdicts::new(core_cases(prefix, &core.templates(), &profile, rank));
+    let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &core.templates(), &profile, rank));
     let budgets = profile.budgets_for(super::target_of(prefix));
     if let Err(why) = judge(&mut verdicts, dir, device, rank, &profile, &budgets) {
         verdicts.unjudged = why;
@@ -56,6 +56,7 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
 
 /// The records of one core's cases, set by the suffix of their ids after the prefix.
 struct Verdicts {
+    prefix: String,
     cases: Vec<Case>,
     records: HashMap<String, CaseRecord>,
     /// Why the cases still without a record were never judged.
@@ -63,14 +64,19 @@ struct Verdicts {
 }
 
 impl Verdicts {
-    fn new(cases: Vec<Case>) -> Self {
-        Self { cases, records: HashMap::new(), unjudged: "the qualification stopped before it".into() }
+    fn new(prefix: &str, cases: Vec<Case>) -> Self {
+        let unjudged = "the qualification stopped before it".into();
+        Self { prefix: prefix.into(), cases, records: HashMap::new(), unjudged }
+    }
+
+    fn id(&self, suffix: &str) -> String {
+        format!("{}/{suffix}", self.prefix)
     }
 
     /// Records the first verdict of the case `PREFIX/suffix`; `Ok` holds its metrics.
     fn set(&mut self, suffix: &str, result: Result<Metrics, Verdict>) {
-        let wanted = format!("/{suffix}");
-        let Some(case) = self.cases.iter().find(|c| c.id.as_str().ends_with(&wanted)) else { return };
+        let id = self.id(suffix);
+        let Some(case) = self.cases.iter().find(|c| c.id.as_str() == id) else { return };
         let record = match result {
             Ok(metrics) => CaseRecord { metrics, ..case.record(Status::Passed, None) },
             Err(verdict) => {
@@ -83,8 +89,7 @@ impl Verdicts {
 
     /// Changes the record of `PREFIX/suffix`, once it has one.
     fn amend(&mut self, suffix: &str, change: impl FnOnce(&mut CaseRecord)) {
-        let wanted = format!("/{suffix}");
-        if let Some(record) = self.records.values_mut().find(|r| r.id.as_str().ends_with(&wanted)) {
+        if let Some(record) = self.records.get_mut(&self.id(suffix)) {
             change(record);
         }
     }
@@ -94,7 +99,7 @@ impl Verdicts {
     }
 
     fn finish(self) -> Vec<CaseRecord> {
-        let Self { cases, mut records, unjudged } = self;
+        let Self { cases, mut records, unjudged, .. } = self;
         let unjudged = |c: &Case| c.record(Status::Blocked, Some(unjudged.clone()));
         cases.iter().map(|c| records.remove(c.id.as_str()).unwrap_or_else(|| unjudged(c))).collect()
     }
@@ -290,17 +295,16 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
         }
     }
     let at = template.as_deref().and_then(|t| templates.iter().position(|n| n == t));
+    // Templates are rebuilt, then instantiated, in order: those before the one at fault
+    // passed its stage. When the driver names none, the stage fails for every template.
+    let unnamed = format!("{said} (the driver does not say which template)");
     for (stage_phase, step) in [(3, "rebuild"), (4, "instantiate")] {
         for (i, t) in templates.iter().enumerate() {
             let case = format!("template={t}/{step}");
-            match (phase.cmp(&stage_phase), at) {
-                (std::cmp::Ordering::Greater, _) => v.pass(&case),
-                (std::cmp::Ordering::Equal, Some(a)) if i < a => v.pass(&case),
-                (std::cmp::Ordering::Equal, Some(a)) if i == a => v.set(&case, Err(failed(&said))),
-                (std::cmp::Ordering::Equal, None) => {
-                    v.set(&case, Err(failed(&format!("{said} (the driver does not say which template)"))))
-                }
-                _ => {}
+            if phase > stage_phase || (phase == stage_phase && at.is_some_and(|a| i < a)) {
+                v.pass(&case);
+            } else if phase == stage_phase && at.is_none_or(|a| i == a) {
+                v.set(&case, Err(failed(if at.is_some() { &said } else { &unnamed })));
             }
         }
     }
@@ -336,7 +340,7 @@ mod tests {
 
     fn statuses(failure: StageFailure) -> Vec<(String, Status)> {
         let templates = ["a", "b", "c"].map(String::from);
-        let mut v = Verdicts::new(core_cases("qualify/x", &templates, &Profile::default(), None));
+        let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &templates, &Profile::default(), None));
         let why = stopped(&mut v, &templates, failure).unwrap_err();
         v.unjudged = why;
         v.finish().into_iter().map(|r| (r.id.as_str().trim_start_matches("qualify/x/").to_owned(), r.status)).collect()
