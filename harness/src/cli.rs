@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use gnomon_cases::{expectations::Expectations, qualify::Target};
+use gnomon_cases::{expectations::Expectations, qualify::Target, CatalogueOptions};
 use gnomon_reports::Partition;
 
 use crate::runner::{CaseSource, RunConfig};
@@ -123,21 +123,28 @@ impl RunArgs {
             None => gnomon_cases::expectations::DEFAULT.to_owned(),
         };
         Ok(RunConfig {
-            source: CaseSource::Catalogue,
+            source: CaseSource::Catalogue(CatalogueOptions {
+                include_mock: self.include_mock,
+                include_faults: self.include_faults,
+                include_nightly: self.profile == "nightly",
+            }),
             report_dir: self.report_dir,
             require_arch: self.require_arch,
             case_timeout: self.case_timeout,
             retries: self.retries,
             profile: self.profile,
-            include_mock: self.include_mock,
-            include_faults: self.include_faults,
-            child_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon")),
+            child_exe: this_binary(),
             partition: self.partition,
             expectations: Expectations::parse(&text)?,
             libtest: self.libtest,
             empty_selection_fails: true,
         })
     }
+}
+
+/// The running `gnomon`, which isolated cases and batches start as children.
+fn this_binary() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon"))
 }
 
 /// `sm_` and the compute capability's digits, as the report writes arches.
@@ -215,9 +222,7 @@ impl QualifyArgs {
             case_timeout: self.case_timeout,
             retries: 0,
             profile: run_profile,
-            include_mock: false,
-            include_faults: false,
-            child_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gnomon")),
+            child_exe: this_binary(),
             partition: None,
             expectations: profile.expectations,
             libtest,

@@ -127,8 +127,6 @@ fn run_cases(cases: Vec<Case>, dir: &Path) -> (i32, Report) {
         case_timeout: std::time::Duration::from_secs(60),
         retries: 0,
         profile: "test".into(),
-        include_mock: false,
-        include_faults: false,
         child_exe: env!("CARGO_BIN_EXE_gnomon").into(),
         partition: None,
         expectations: gnomon_cases::expectations::Expectations::parse("").unwrap(),

@@ -10,15 +10,13 @@ fn main() -> ExitCode {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("suite-report"));
     let config = gnomon::runner::RunConfig {
-        source: gnomon::runner::CaseSource::Catalogue,
+        source: gnomon::runner::CaseSource::Catalogue(gnomon_cases::CatalogueOptions::default()),
         libtest: libtest_mimic::Arguments::from_args(),
         report_dir: Some(report_dir),
         require_arch: None,
         case_timeout: Duration::from_secs(120),
         retries: 0,
         profile: "cargo-test".into(),
-        include_mock: false,
-        include_faults: false,
         child_exe: PathBuf::from(env!("CARGO_BIN_EXE_gnomon")),
         partition: None,
         expectations: gnomon_cases::expectations::Expectations::parse(gnomon_cases::expectations::DEFAULT)

@@ -23,7 +23,7 @@ use crate::environment;
 /// Where a run's cases come from.
 pub enum CaseSource {
     /// The built-in catalogue (`gnomon run`), judging the reference exporter.
-    Catalogue,
+    Catalogue(CatalogueOptions),
     /// Cases made elsewhere, judging `subject` (`gnomon qualify`, judging a port).
     Given { cases: Vec<Case>, subject: Subject },
 }
@@ -38,8 +38,6 @@ pub struct RunConfig {
     pub case_timeout: Duration,
     pub retries: u32,
     pub profile: String,
-    pub include_mock: bool,
-    pub include_faults: bool,
     /// The `gnomon` binary that runs isolated cases.
     pub child_exe: PathBuf,
     /// Run only this runner's share of the catalogue.
@@ -53,12 +51,8 @@ pub struct RunConfig {
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
     let (mut cases, subject) = match config.source {
-        CaseSource::Catalogue => (
-            catalogue(CatalogueOptions {
-                include_mock: config.include_mock,
-                include_faults: config.include_faults,
-                include_nightly: config.profile == "nightly",
-            }),
+        CaseSource::Catalogue(options) => (
+            catalogue(options),
             Subject {
                 name: "gnomon-core reference exporter".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
