@@ -123,15 +123,18 @@ fn recorded_attributes(m: &Manifest, module: &str, function: &str) -> FunctionAt
     recorded.map(|f| f.attributes).unwrap_or_default()
 }
 
-/// Every attribute the core recorded has the recorded value on the rebuilt function.
+/// Every attribute the core recorded has the recorded value on the rebuilt function: what
+/// the driver reads back, kept only where the core recorded something, equals the record.
 fn covers(read: &FunctionAttributes, recorded: &FunctionAttributes) -> bool {
-    let same = |a: Option<u32>, b: Option<u32>| b.is_none() || a == b;
-    same(read.max_dynamic_shared_size_bytes, recorded.max_dynamic_shared_size_bytes)
-        && (recorded.preferred_shared_memory_carveout.is_none()
-            || read.preferred_shared_memory_carveout == recorded.preferred_shared_memory_carveout)
-        && (recorded.required_cluster_dim.is_none() || read.required_cluster_dim == recorded.required_cluster_dim)
-        && (recorded.non_portable_cluster_size_allowed.is_none()
-            || read.non_portable_cluster_size_allowed == recorded.non_portable_cluster_size_allowed)
-        && (recorded.cluster_scheduling_policy.is_none()
-            || read.cluster_scheduling_policy == recorded.cluster_scheduling_policy)
+    let r = recorded;
+    let kept = FunctionAttributes {
+        max_dynamic_shared_size_bytes: r.max_dynamic_shared_size_bytes.and(read.max_dynamic_shared_size_bytes),
+        preferred_shared_memory_carveout: r.preferred_shared_memory_carveout.and(read.preferred_shared_memory_carveout),
+        required_cluster_dim: r.required_cluster_dim.and(read.required_cluster_dim),
+        non_portable_cluster_size_allowed: r
+            .non_portable_cluster_size_allowed
+            .and(read.non_portable_cluster_size_allowed),
+        cluster_scheduling_policy: r.cluster_scheduling_policy.and(read.cluster_scheduling_policy),
+    };
+    kept == *recorded
 }
