@@ -39,6 +39,7 @@ pub fn execute(case: &Case, child: &ChildSpec) -> Option<CaseRecord> {
 }
 
 fn in_child(case: &Case, spec: &ChildSpec) -> Option<CaseRecord> {
+    let started = Instant::now();
     let args = ["__run-case", case.id.as_str()].map(String::from);
     match run_together(&[args.to_vec()], spec).remove(0) {
         ChildEnd::Cancelled => None,
@@ -47,9 +48,9 @@ fn in_child(case: &Case, spec: &ChildSpec) -> Option<CaseRecord> {
                 case.record(Status::Crashed, Some(format!("the child's record does not parse: {e}")))
             }))
         }
-        ChildEnd::Without { status, reason, output, seconds } => {
+        ChildEnd::Without { status, reason, output } => {
             let mut record = case.record(status, Some(reason));
-            (record.stderr, record.duration_s) = (output, seconds);
+            (record.stderr, record.duration_s) = (output, started.elapsed().as_secs_f64());
             Some(record)
         }
     }
@@ -70,9 +71,7 @@ pub fn execute_batch(batch: &Batch, spec: &ChildSpec) -> Option<Vec<CaseRecord>>
                     records.extend(child.records(Status::Crashed, &format!("its records do not parse: {e}"), None))
                 }
             },
-            ChildEnd::Without { status, reason, output, .. } => {
-                records.extend(child.records(status, &reason, output));
-            }
+            ChildEnd::Without { status, reason, output } => records.extend(child.records(status, &reason, output)),
         }
     }
     let combined = (batch.combine)(&records);
@@ -90,7 +89,6 @@ enum ChildEnd {
         status: Status,
         reason: String,
         output: Option<String>,
-        seconds: f64,
     },
 }
 
@@ -110,15 +108,14 @@ struct Running {
 /// under one time limit. Each child runs in a process group of its own, so a timeout or
 /// a cancel ends it with every helper it started (an exporter, a replayer).
 fn run_together(args: &[Vec<String>], spec: &ChildSpec) -> Vec<ChildEnd> {
-    let started = Instant::now();
+    let deadline = Instant::now() + spec.timeout;
     let mut running: Vec<Result<Running, ChildEnd>> = args.iter().map(|a| start(a, spec)).collect();
-    let deadline = started + spec.timeout;
     while running.iter().any(|r| matches!(r, Ok(Running { ended: None, .. }))) {
         let cancelled = signal::cancelled();
         let late = Instant::now() >= deadline;
         for r in running.iter_mut().flatten().filter(|r| r.ended.is_none()) {
             if let Ok(Some(status)) = r.child.wait_timeout(POLL / args.len() as u32) {
-                r.ended = Some(finished(r, status, started));
+                r.ended = Some(finished(r, status));
             } else if cancelled {
                 end(&mut r.child, &r.group);
                 r.ended = Some(ChildEnd::Cancelled);
@@ -126,20 +123,13 @@ fn run_together(args: &[Vec<String>], spec: &ChildSpec) -> Vec<ChildEnd> {
                 end(&mut r.child, &r.group);
                 let reason = format!("no result within {}", humantime::format_duration(spec.timeout));
                 let output = Some(head_and_tail(&mut r.output));
-                r.ended = Some(ChildEnd::Without { status: Status::TimedOut, reason, output, seconds: 0.0 });
+                r.ended = Some(ChildEnd::Without { status: Status::TimedOut, reason, output });
             }
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
     running
         .into_iter()
-        .map(|r| match r.map(|r| r.ended.expect("every child ended")) {
-            Ok(ChildEnd::Without { status, reason, output, .. })
-            | Err(ChildEnd::Without { status, reason, output, .. }) => {
-                ChildEnd::Without { status, reason, output, seconds }
-            }
-            Ok(other) | Err(other) => other,
-        })
+        .map(|r| r.map_or_else(|not_started| not_started, |r| r.ended.expect("every child ended")))
         .collect()
 }
 
@@ -148,7 +138,6 @@ fn start(args: &[String], spec: &ChildSpec) -> Result<Running, ChildEnd> {
         status: Status::Blocked,
         reason: format!("{what}: {e}"),
         output: None,
-        seconds: 0.0,
     };
     let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
     let output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
@@ -170,14 +159,13 @@ fn start(args: &[String], spec: &ChildSpec) -> Result<Running, ChildEnd> {
     Ok(Running { child, group, result_file, output, ended: None })
 }
 
-fn finished(r: &mut Running, status: std::process::ExitStatus, started: Instant) -> ChildEnd {
+fn finished(r: &mut Running, status: std::process::ExitStatus) -> ChildEnd {
     match fs::read_to_string(r.result_file.path()) {
         Ok(text) if status.success() && !text.is_empty() => ChildEnd::Wrote(text),
         _ => ChildEnd::Without {
             status: Status::Crashed,
             reason: format!("child process ended without a result: {}", describe_exit(status)),
             output: Some(head_and_tail(&mut r.output)),
-            seconds: started.elapsed().as_secs_f64(),
         },
     }
 }
