@@ -8,9 +8,9 @@ use crate::{
     cuda::{ArenaMapping, Context, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
     format::{
-        Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation, FormatTag,
-        Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PointerParam,
-        RecordedFlags, Shard, Template, Unchecked,
+        buffer_at, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
+        FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp,
+        PointerParam, RecordedFlags, Shard, Template, Unchecked,
     },
     shards::{plan, ShardCap},
     validate,
@@ -32,6 +32,8 @@ pub struct Exporter {
     manifest: Manifest,
     /// Function name → module id.
     function_modules: HashMap<String, String>,
+    /// The buffers by offset: every parameter's every 8 bytes is looked up.
+    by_offset: Vec<Buffer>,
 }
 
 impl Exporter {
@@ -68,7 +70,9 @@ impl Exporter {
             expectations: Vec::new(),
             unchecked: Vec::new(),
         };
-        Ok(Self { writer, manifest, function_modules })
+        let mut by_offset = manifest.buffers.clone();
+        by_offset.sort_by_key(|b| b.offset);
+        Ok(Self { writer, manifest, function_modules, by_offset })
     }
 
     /// Writes the arena's stored bytes as shards under the cap, a chunk at a time, so host
@@ -200,7 +204,7 @@ impl Exporter {
 
     fn buffer_ref(&self, address: u64) -> Option<BufferRef> {
         let offset = address.checked_sub(self.manifest.arena.base)?;
-        let b = self.manifest.buffers.iter().find(|b| b.offset <= offset && offset < b.offset + b.size)?;
+        let b = buffer_at(&self.by_offset, offset)?;
         Some(BufferRef { buffer: b.name.clone(), offset: offset - b.offset })
     }
 }

@@ -14,8 +14,8 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
-        hash_hex, resolve_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode, Manifest,
-        Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        buffer_at, hash_hex, resolve_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode,
+        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
 };
@@ -204,11 +204,7 @@ impl<'m> BufferMap<'m> {
     }
 
     fn contains_address(&self, address: u64) -> bool {
-        let Some(offset) = address.checked_sub(self.base) else {
-            return false;
-        };
-        let after = self.sorted.partition_point(|b| b.offset <= offset);
-        after > 0 && offset < self.sorted[after - 1].offset + self.sorted[after - 1].size
+        address.checked_sub(self.base).is_some_and(|offset| buffer_at(&self.sorted, offset).is_some())
     }
 }
 

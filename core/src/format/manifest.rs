@@ -135,6 +135,14 @@ pub struct Buffer {
     pub contents: BufferContents,
 }
 
+/// The buffer of `sorted` (ordered by offset, not overlapping) that holds arena offset
+/// `offset`, found by binary search.
+pub fn buffer_at<B: std::borrow::Borrow<Buffer>>(sorted: &[B], offset: u64) -> Option<&Buffer> {
+    let after = sorted.partition_point(|b| b.borrow().offset <= offset);
+    let b = sorted.get(after.checked_sub(1)?)?.borrow();
+    (offset - b.offset < b.size).then_some(b)
+}
+
 /// What a buffer holds when the core is loaded (v2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
