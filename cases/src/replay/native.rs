@@ -246,13 +246,11 @@ pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result
         eprintln!("gnomon: no workload `{workload}`; the workloads are {}", known.join(", "));
         return exit_codes::USAGE;
     };
-    let exported = match options.world {
-        1 => export(w, options, dir, Handover::Exit).map(|e| e.metrics),
-        world => (0..world).try_fold(Metrics::new(), |_, rank| {
-            let rank_dir = dir.join(format!("rank-{rank}"));
-            export(w, ExportOptions { rank, ..options }, &rank_dir, Handover::Exit).map(|e| e.metrics)
-        }),
-    };
+    // A rank set's metrics are its last rank's: the ranks are exported alike, one by one.
+    let exported = (0..options.world).try_fold(Metrics::new(), |_, rank| {
+        let rank_dir = if options.world == 1 { dir.to_owned() } else { dir.join(format!("rank-{rank}")) };
+        export(w, ExportOptions { rank, ..options }, &rank_dir, Handover::Exit).map(|e| e.metrics)
+    });
     finish(
         StepOutcome::new(exported),
         result,
