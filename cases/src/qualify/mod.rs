@@ -33,12 +33,12 @@ pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
             Target::RankSet { ranks, .. } => {
                 cases.push(ranks_agree_case(&prefix, ranks));
                 let world = ranks.len() as u32;
-                let children = ranks.iter().enumerate().map(|(r, core)| {
+                let mut children = Vec::new();
+                for (r, core) in ranks.iter().enumerate() {
                     let rank_prefix = format!("{prefix}/rank={r}");
                     cases.push(validate_case(&rank_prefix, core).with_parameter("rank", r.to_string()));
-                    child(&rank_prefix, core, Some(r as u32), profile)
-                });
-                let children: Vec<_> = children.collect();
+                    children.push(child(&rank_prefix, core, Some(r as u32), profile));
+                }
                 let concurrent =
                     Case::judged_by_batch(&format!("{prefix}/concurrent"), CLAIM, Requirement::Gpus(world));
                 cases.extend(batch(children, Some(concurrent), world));
