@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
-use gnomon_core::errors::CoreError;
+use gnomon_core::{account::Account, errors::CoreError, format::Core};
 use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, Report, Thresholds};
 
 use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};
@@ -73,49 +73,71 @@ pub fn write_trend(args: &TrendArgs) -> Result<i32, String> {
     Ok(exit_codes::SUCCESS)
 }
 
+/// What `validate` found of one core; a later variant is worse.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Found {
+    Valid,
+    Refused,
+    Unreadable,
+}
+
+impl Found {
+    fn word(self) -> &'static str {
+        match self {
+            Found::Valid => "valid",
+            Found::Refused => "refused",
+            Found::Unreadable => "unreadable",
+        }
+    }
+
+    fn exit_code(self) -> i32 {
+        match self {
+            Found::Valid => exit_codes::SUCCESS,
+            Found::Refused => exit_codes::CASES_FAILED,
+            Found::Unreadable => exit_codes::USAGE,
+        }
+    }
+}
+
+/// One core's line of `validate --format json`.
+#[derive(serde::Serialize)]
+struct Line {
+    core: String,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    account: Option<Account>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
 /// `gnomon validate`: every rule of the format, file hashes included, for each core; the
 /// worst outcome sets the exit code (unreadable over refused over valid).
 pub fn validate_cores(args: &ValidateArgs) -> i32 {
-    let mut code = exit_codes::SUCCESS;
+    let mut worst = Found::Valid;
     for dir in &args.cores {
         let opened = match std::fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => gnomon_core::format::Core::open(dir),
+            Ok(meta) if meta.is_dir() => Core::open(dir),
             Ok(_) => Err(CoreError::Read { path: dir.clone(), source: std::io::Error::other("not a directory") }),
             Err(source) => Err(CoreError::Read { path: dir.clone(), source }),
         };
-        let (verdict, worse) = match opened {
-            Ok(core) => (Ok(gnomon_core::account::Account::of(core.manifest())), exit_codes::SUCCESS),
-            Err(e @ CoreError::Read { .. }) => (Err(("unreadable", e.to_string())), exit_codes::USAGE),
-            Err(e) => (Err(("refused", e.to_string())), exit_codes::CASES_FAILED),
+        let (found, verdict) = match opened {
+            Ok(core) => (Found::Valid, Ok(Account::of(core.manifest()))),
+            Err(e @ CoreError::Read { .. }) => (Found::Unreadable, Err(e.to_string())),
+            Err(e) => (Found::Refused, Err(e.to_string())),
         };
-        code = worst(code, worse);
+        worst = worst.max(found);
+        let core = dir.display().to_string();
         match (args.format, verdict) {
-            (AccountFormat::Text, Ok(account)) => {
-                println!("{}: valid\n{}\n", dir.display(), indent(&account.to_string()))
-            }
-            (AccountFormat::Text, Err((outcome, e))) => println!("{}: {outcome}: {e}\n", dir.display()),
+            (AccountFormat::Text, Ok(account)) => println!("{core}: valid\n{}\n", indent(&account.to_string())),
+            (AccountFormat::Text, Err(e)) => println!("{core}: {}: {e}\n", found.word()),
             (AccountFormat::Json, verdict) => {
-                let (outcome, body) = match verdict {
-                    Ok(account) => ("valid", serde_json::json!({ "account": account })),
-                    Err((outcome, e)) => (outcome, serde_json::json!({ "error": e })),
-                };
-                let mut line = serde_json::json!({ "core": dir.display().to_string(), "outcome": outcome });
-                line.as_object_mut().expect("an object").extend(body.as_object().expect("an object").clone());
-                println!("{line}");
+                let (account, error) = (verdict.as_ref().ok().cloned(), verdict.err());
+                let line = Line { core, outcome: found.word(), account, error };
+                println!("{}", serde_json::to_string(&line).expect("a line always serializes"));
             }
         }
     }
-    code
-}
-
-/// Unreadable (2) is worse than refused (101), which is worse than valid (0).
-fn worst(a: i32, b: i32) -> i32 {
-    let rank = |c: i32| [exit_codes::SUCCESS, exit_codes::CASES_FAILED, exit_codes::USAGE].iter().position(|&x| x == c);
-    if rank(b) > rank(a) {
-        b
-    } else {
-        a
-    }
+    worst.exit_code()
 }
 
 fn indent(text: &str) -> String {
