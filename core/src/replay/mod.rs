@@ -108,6 +108,7 @@ pub fn replay_launching(
 ) -> Result<ReplayReport, StageFailure> {
     let mut stages = Stages::default();
     restore_and_launch(core, ctx, executables, launches, &mut stages).map_err(|error| StageFailure {
+        // Only the context check runs outside a stage.
         stage: stages.failed.unwrap_or("context"),
         template: error.template().map(str::to_owned).or(stages.template),
         error,
@@ -128,13 +129,13 @@ fn restore_and_launch(
     stages.time("poison", || poison(m, ctx))?;
     let uploaded = stages.time("upload", || upload::shards(core, ctx, Staging::default()))?;
     let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
+    // Every step after the context check runs in a named stage, so a failure says where.
     let plan = match executables {
-        Executables::Handed(execs) => plan(m, execs)?,
+        Executables::Handed(execs) => stages.time("handover", || plan(m, execs))?,
         Executables::Rebuild => {
             let functions = stages.time("module-load", || load_modules(core, ctx))?;
             let graphs = stages.time("rebuild", || rebuild::templates(ctx, m, &functions))?;
-            let execs = stages.time("instantiate", || instantiate(m, &graphs))?;
-            plan(m, execs)?
+            stages.time("instantiate", || plan(m, instantiate(m, &graphs)?))?
         }
     };
     let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), stages)?;
