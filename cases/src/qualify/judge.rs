@@ -247,9 +247,11 @@ fn deterministic(outputs: &[OutputCheck], launches: u32) -> Result<Metrics, Verd
 /// each expected digest is altered in turn and the comparison the outputs cases use must
 /// refuse it, naming that template.
 fn checker_rejects_wrong_outputs(templates: &[&str], outputs: &[OutputCheck]) -> Result<Metrics, Verdict> {
+    // The comparison reads digests only: one copy without the bytes, each digest altered
+    // in turn and put back.
+    let mut wrong: Vec<OutputCheck> = outputs.iter().map(digests_of).collect();
     let mut altered = 0;
     for (i, o) in outputs.iter().enumerate().filter(|(_, o)| o.launch == 0) {
-        let mut wrong = outputs.to_vec();
         wrong[i].expected_sha256 = flip_first_digit(&o.expected_sha256);
         if digests_match(&o.template, &wrong).is_ok() {
             return Err(Verdict::Failed(format!(
@@ -257,11 +259,24 @@ fn checker_rejects_wrong_outputs(templates: &[&str], outputs: &[OutputCheck]) ->
                 o.template, o.buffer
             )));
         }
+        wrong[i].expected_sha256.clone_from(&o.expected_sha256);
         altered += 1;
     }
     match templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
         Some(t) => Err(Verdict::Failed(format!("template `{t}` produced no output to check"))),
         None => Ok(Metrics::from([measured("wrong-digests-refused", altered as f64, "1")])),
+    }
+}
+
+/// An output's record without its bytes.
+fn digests_of(o: &OutputCheck) -> OutputCheck {
+    OutputCheck {
+        template: o.template.clone(),
+        buffer: o.buffer.clone(),
+        launch: o.launch,
+        expected_sha256: o.expected_sha256.clone(),
+        actual_sha256: o.actual_sha256.clone(),
+        bytes: Vec::new(),
     }
 }
 
