@@ -10,15 +10,9 @@ use gnomon_core::{
     cuda::{Context, NodeKind, RetainedGraph},
     format::{Core, EdgeKind, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, Template},
     replay::rebuild_only,
-    shards::MIB,
 };
-use gnomon_fixtures::workloads::by_name;
 
-use crate::{
-    ensure,
-    replay::pipeline::{export, ExportOptions, Handover},
-    Case, Verdict,
-};
+use crate::{ensure, replay::exported_core, Case, Verdict};
 
 /// The workloads whose kernels need v2's attributes.
 const WORKLOADS: [&str; 5] = ["big-shared-memory", "clusters", "programmatic-launch", "cooperative", "priorities"];
@@ -28,11 +22,7 @@ pub fn cases() -> Vec<Case> {
         .iter()
         .map(|&name| {
             Case::gpu(&format!("gpu/attributes/workload={name}/rebuilt-equal-captured"), "attributes-restored", move |ctx| {
-                let tmp = tempfile::tempdir().map_err(|e| Verdict::Blocked(e.to_string()))?;
-                let dir = tmp.path().join("core");
-                let workload = by_name(name).expect("a built-in workload");
-                // The exporter's arena is released before the rebuild maps the same addresses.
-                drop(export(workload, ExportOptions::at_cap(64 * MIB), &dir, Handover::Exit)?);
+                let (_scratch, dir) = exported_core(name)?;
                 let core = Core::open(&dir).map_err(|e| Verdict::Failed(format!("the exported core: {e}")))?;
                 let device = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
                 let rebuilt = rebuild_only(&core, &device).map_err(|e| Verdict::Failed(format!("rebuild: {e}")))?;

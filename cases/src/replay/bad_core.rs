@@ -10,9 +10,8 @@ use gnomon_core::{
     replay::{replay, Executables},
     shards::MIB,
 };
-use gnomon_fixtures::workloads::by_name;
 
-use super::pipeline::{export, ExportOptions, Handover, ARENA_BASE};
+use super::pipeline::ARENA_BASE;
 use crate::{ensure, refused, Case, Verdict};
 
 const CLAIM: &str = "bad-core-refused";
@@ -27,10 +26,7 @@ fn bad_core_case(slug: &str, body: Breaker) -> Case {
 /// A core of `workload`, exported, then broken and refused by `body`.
 fn bad_core_of(workload: &'static str, slug: &str, body: Breaker) -> Case {
     Case::gpu(&format!("replay/bad-core/{slug}"), CLAIM, move |_| {
-        let tmp = tempfile::tempdir().map_err(|e| Verdict::Blocked(e.to_string()))?;
-        let dir = tmp.path().join("core");
-        let workload = by_name(workload).expect("a built-in workload");
-        drop(export(workload, ExportOptions::at_cap(64 * MIB), &dir, Handover::Exit)?);
+        let (_scratch, dir) = super::exported_core(workload)?;
         body(&dir)?;
         ensure(live_executables() == 0, || format!("{} executables exist after the refusal", live_executables()))
     })

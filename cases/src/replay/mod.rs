@@ -4,7 +4,7 @@
 
 mod bad_core;
 pub(crate) mod native;
-pub(crate) mod pipeline;
+mod pipeline;
 mod reservation;
 
 use std::{path::Path, process::Command};
@@ -44,6 +44,17 @@ pub fn cases(nightly: bool) -> Vec<Case> {
 
 fn scratch() -> Result<tempfile::TempDir, Verdict> {
     tempfile::tempdir().map_err(|e| Verdict::Blocked(format!("no scratch directory: {e}")))
+}
+
+/// `workload`'s core exported at a 64 MiB cap into `SCRATCH/core`, the exporting
+/// session ended so its arena no longer holds the addresses; the scratch directory goes
+/// when the returned value does.
+pub(crate) fn exported_core(workload: &str) -> Result<(tempfile::TempDir, std::path::PathBuf), Verdict> {
+    let tmp = scratch()?;
+    let dir = tmp.path().join("core");
+    let workload = workloads::by_name(workload).expect("a built-in workload");
+    drop(export(workload, ExportOptions::at_cap(64 * MIB), &dir, Handover::Exit)?);
+    Ok((tmp, dir))
 }
 
 /// The exporter runs as its own process and exits; the core is moved to another path;
