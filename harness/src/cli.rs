@@ -332,9 +332,9 @@ pub struct CompareArgs {
     /// Output format of the comparison.
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: OutputFormat,
-    /// Noise threshold for metric changes, in percent.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_percent)]
-    pub threshold: f64,
+    /// Noise threshold for metric changes, in percent [default: the metric policy's].
+    #[arg(long, value_parser = parse_percent)]
+    pub threshold: Option<f64>,
     /// A per-metric threshold, NAME=PERCENT (repeatable).
     #[arg(long = "metric-threshold", value_name = "NAME=PERCENT", value_parser = parse_metric_threshold)]
     pub metric_thresholds: Vec<(String, f64)>,
@@ -342,6 +342,14 @@ pub struct CompareArgs {
     /// without it, an absent case fails the gate.
     #[arg(long)]
     pub allow_removed: bool,
+    /// Let cases that passed in the baseline be skipped or blocked in the new run; without
+    /// it, each fails the gate.
+    #[arg(long)]
+    pub allow_not_run: bool,
+    /// The metric policy (TOML: direction, threshold and floor per metric) [default: the
+    /// committed reports/metrics.toml].
+    #[arg(long, value_name = "FILE")]
+    pub metric_policy: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
 use gnomon_core::{account::Account, errors::CoreError, format::Core};
-use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, Report, Thresholds};
+use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, MetricPolicy, Report};
 
 use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};
 
@@ -28,12 +28,17 @@ pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
     if let Some((name, _)) = args.metric_thresholds.iter().find(|(name, _)| !measured(name)) {
         return Err(format!("--metric-threshold {name}: neither report has a metric of that name"));
     }
-    let thresholds = Thresholds {
-        default_pct: args.threshold,
-        per_metric: args.metric_thresholds.iter().cloned().collect(),
-        ..Thresholds::default()
+    let mut metrics = match &args.metric_policy {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+            MetricPolicy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => MetricPolicy::default(),
     };
-    let comparison = compare(&base, &new, &Gate { thresholds, allow_removed: args.allow_removed });
+    metrics.default_pct = args.threshold.unwrap_or(metrics.default_pct);
+    metrics.per_metric.extend(args.metric_thresholds.iter().cloned());
+    let gate = Gate { metrics, allow_removed: args.allow_removed, allow_not_run: args.allow_not_run };
+    let comparison = compare(&base, &new, &gate);
     match args.format {
         OutputFormat::Markdown => print!("{}", comparison.to_markdown()),
         OutputFormat::Json => print!("{}", comparison.to_json()),
@@ -42,15 +47,16 @@ pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
 }
 
 /// Merges partitions; every case of the full catalogue that the parts' filters select
-/// must be in exactly one part.
+/// (their filters, `--skip`s and `--exact`, read back as libtest reads them) must be in
+/// exactly one part.
 pub fn merge_reports(args: &MergeArgs) -> Result<i32, String> {
     let parts = args.parts.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
-    let filters = parts.first().map(|p| p.run.filters.clone()).unwrap_or_default();
+    let selection = parts.first().map(|p| crate::runner::selection_of(&p.run.filters)).unwrap_or_default();
     let include_nightly = parts.first().is_some_and(|p| p.run.profile == "nightly");
     let expected: Vec<_> = catalogue(CatalogueOptions { include_nightly, ..CatalogueOptions::default() })
         .into_iter()
         .map(|c| c.id)
-        .filter(|id| filters.iter().all(|f| f.starts_with("--skip") || id.as_str().contains(f.as_str())))
+        .filter(|id| !selection.is_filtered_out(&libtest_mimic::Trial::test(id.as_str(), || Ok(()))))
         .collect();
     let merged = merge(&parts, &expected).map_err(|e| format!("merge: {e}"))?;
     render::write_all(&merged, &args.out).map_err(|e| format!("write {}: {e}", args.out.display()))?;

@@ -5,20 +5,26 @@ use std::{collections::BTreeMap, fmt::Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CaseId, CaseRecord, Environment, Report, Status};
+use crate::{
+    policy::{Direction, MetricPolicy},
+    CaseId, CaseRecord, Environment, Report, Status,
+};
 
-/// What a change of status means for a release gate.
+/// What a change of status means for a release gate. The order is the order of the
+/// comparison's listing: what fails the gate first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransitionKind {
-    /// Was not failing (or absent), now fails the run.
+    /// Was not failing (or absent), now fails the run; or passed, now fails as expected.
     Regression,
+    /// Passed in the base, now skipped or blocked: what it established is no longer shown.
+    NotRun,
+    Removed,
     /// Was failing the run, now passes.
     Fix,
     NewlyBlocked,
     NewlySkipped,
     Added,
-    Removed,
     /// Any other change of status (passed → flaky, blocked → passed, …).
     Changed,
 }
@@ -28,11 +34,12 @@ impl TransitionKind {
     pub fn label(self) -> &'static str {
         match self {
             TransitionKind::Regression => "regression",
+            TransitionKind::NotRun => "passed before, not run now",
+            TransitionKind::Removed => "removed",
             TransitionKind::Fix => "fix",
             TransitionKind::NewlyBlocked => "newly blocked",
             TransitionKind::NewlySkipped => "newly skipped",
             TransitionKind::Added => "added",
-            TransitionKind::Removed => "removed",
             TransitionKind::Changed => "changed",
         }
     }
@@ -60,6 +67,15 @@ pub struct MetricChange {
     /// Relative change in percent.
     pub change_pct: f64,
     pub threshold_pct: f64,
+    #[serde(default = "informational")]
+    pub direction: Direction,
+    /// Beyond the threshold in the worse direction: fails the gate.
+    #[serde(default)]
+    pub regression: bool,
+}
+
+fn informational() -> Direction {
+    Direction::Informational
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,6 +84,9 @@ pub struct EnvironmentDifference {
     pub field: String,
     pub base: String,
     pub new: String,
+    /// The new run lost a GPU or runs on another arch: its results do not stand for the base's.
+    #[serde(default)]
+    pub fails_gate: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,40 +103,23 @@ pub struct Comparison {
     /// Whether cases absent from the new run are accepted (`--allow-removed`).
     #[serde(default)]
     pub removed_allowed: bool,
+    /// Whether cases that passed and are now skipped or blocked are accepted (`--allow-not-run`).
+    #[serde(default)]
+    pub not_run_allowed: bool,
 }
 
-/// How `compare` judges: noise thresholds for metrics, and whether a case that is in the
-/// baseline but not in the new run (a filtered or crashed run) may pass the gate.
+/// How `compare` judges: the metric policy, and what the command line allows to be
+/// missing: cases absent from the new run (a filtered or crashed run), and cases that
+/// passed in the base and are now skipped or blocked.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Gate {
-    pub thresholds: Thresholds,
+    pub metrics: MetricPolicy,
     pub allow_removed: bool,
-}
-
-/// Noise thresholds in percent (a default and per-metric overrides), and per unit an
-/// absolute floor below which any change is noise (sub-millisecond timings jitter by
-/// tens of percent from run to run).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Thresholds {
-    pub default_pct: f64,
-    pub per_metric: BTreeMap<String, f64>,
-    pub floor_per_unit: BTreeMap<String, f64>,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Self { default_pct: 10.0, per_metric: BTreeMap::new(), floor_per_unit: [("s".to_owned(), 1e-3)].into() }
-    }
-}
-
-impl Thresholds {
-    fn for_metric(&self, name: &str) -> f64 {
-        self.per_metric.get(name).copied().unwrap_or(self.default_pct)
-    }
+    pub allow_not_run: bool,
 }
 
 pub fn compare(base: &Report, new: &Report, gate: &Gate) -> Comparison {
-    let thresholds = &gate.thresholds;
+    let policy = &gate.metrics;
     let index =
         |r: &Report| -> BTreeMap<CaseId, CaseRecord> { r.cases.iter().map(|c| (c.id.clone(), c.clone())).collect() };
     let (old, current) = (index(base), index(new));
@@ -137,7 +139,7 @@ pub fn compare(base: &Report, new: &Report, gate: &Gate) -> Comparison {
             });
         }
         if let (Some(b), Some(n)) = (b, n) {
-            metric_changes.extend(metric_deltas(b, n, thresholds));
+            metric_changes.extend(metric_deltas(b, n, policy));
         }
     }
     transitions.sort_by(|a, b| (a.kind, &a.case).cmp(&(b.kind, &b.case)));
@@ -149,25 +151,32 @@ pub fn compare(base: &Report, new: &Report, gate: &Gate) -> Comparison {
         environment: environment_differences(&base.environment, &new.environment),
         new_incomplete: !new.run.complete,
         removed_allowed: gate.allow_removed,
+        not_run_allowed: gate.allow_not_run,
     }
 }
 
-fn classify(base: Option<Status>, new: Option<Status>) -> Option<TransitionKind> {
+/// The transition from `base` to `new`, for every pair of statuses (absent included);
+/// `None` when nothing changed. Table-tested over all of them.
+pub fn classify(base: Option<Status>, new: Option<Status>) -> Option<TransitionKind> {
+    use Status::*;
     use TransitionKind::*;
+    let passing = |s: Status| matches!(s, Passed | Flaky);
     Some(match (base, new) {
-        (None, Some(n)) if n.fails_run() => Regression,
-        (None, Some(_)) => Added,
-        (Some(_), None) => Removed,
+        (None, None) => return None,
         (Some(b), Some(n)) if b == n => return None,
-        (Some(b), Some(n)) if n.fails_run() && !b.fails_run() => Regression,
-        (Some(b), Some(Status::Passed)) if b.fails_run() => Fix,
-        (Some(_), Some(Status::Blocked)) => NewlyBlocked,
-        (Some(_), Some(Status::Skipped)) => NewlySkipped,
+        (b, Some(n)) if n.fails_run() && !b.is_some_and(Status::fails_run) => Regression,
+        (Some(b), Some(ExpectedFailure)) if passing(b) => Regression,
+        (Some(b), Some(Skipped | Blocked)) if passing(b) => NotRun,
+        (Some(_), None) => Removed,
+        (None, Some(_)) => Added,
+        (Some(b), Some(Passed)) if b.fails_run() => Fix,
+        (Some(_), Some(Blocked)) => NewlyBlocked,
+        (Some(_), Some(Skipped)) => NewlySkipped,
         _ => Changed,
     })
 }
 
-fn metric_deltas(base: &CaseRecord, new: &CaseRecord, thresholds: &Thresholds) -> Vec<MetricChange> {
+fn metric_deltas(base: &CaseRecord, new: &CaseRecord, policy: &MetricPolicy) -> Vec<MetricChange> {
     base.metrics
         .iter()
         .filter_map(|(name, b)| {
@@ -181,9 +190,9 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, thresholds: &Thresholds) -
             } else {
                 (n.value - b.value) / b.value.abs() * 100.0
             };
-            let threshold_pct = thresholds.for_metric(name);
-            let floor = thresholds.floor_per_unit.get(&b.unit).copied().unwrap_or(0.0);
-            let beyond = change_pct.abs() > threshold_pct && (n.value - b.value).abs() > floor;
+            let threshold_pct = policy.threshold(name);
+            let beyond = change_pct.abs() > threshold_pct && (n.value - b.value).abs() > policy.floor(&b.unit);
+            let direction = policy.direction(name, &b.unit);
             beyond.then(|| MetricChange {
                 case: base.id.clone(),
                 metric: name.clone(),
@@ -192,6 +201,8 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, thresholds: &Thresholds) -
                 new: n.value,
                 change_pct,
                 threshold_pct,
+                direction,
+                regression: direction.worse(b.value, n.value),
             })
         })
         .collect()
@@ -212,26 +223,44 @@ fn environment_differences(base: &Environment, new: &Environment) -> Vec<Environ
         ("nvrtc-version", opt(&base.nvrtc_version), opt(&new.nvrtc_version)),
     ];
     let shown = |v: String| if v.is_empty() { "none".to_owned() } else { v };
+    let arches = |e: &Environment| e.gpus.iter().map(|g| g.arch.clone()).collect::<std::collections::BTreeSet<_>>();
+    let lost = new.gpus.len() < base.gpus.len() || arches(base) != arches(new);
     fields
         .into_iter()
         .filter(|(_, b, n)| b != n)
-        .map(|(field, base, new)| EnvironmentDifference { field: field.into(), base: shown(base), new: shown(new) })
+        .map(|(field, base, new)| EnvironmentDifference {
+            fails_gate: field == "gpus" && lost,
+            field: field.into(),
+            base: shown(base),
+            new: shown(new),
+        })
         .collect()
 }
 
 impl Comparison {
-    /// The transitions that fail the gate: regressions, and removed cases unless allowed.
+    /// The transitions that fail the gate: regressions, and cases that passed and are now
+    /// not run or absent, unless the command line allows it.
     pub fn failing(&self) -> impl Iterator<Item = &Transition> {
         self.transitions.iter().filter(|t| match t.kind {
             TransitionKind::Regression => true,
+            TransitionKind::NotRun => !self.not_run_allowed,
             TransitionKind::Removed => !self.removed_allowed,
             _ => false,
         })
     }
 
-    /// Whether the new run fails the gate: a failing transition, or an incomplete run.
+    /// Metrics beyond their threshold in their worse direction.
+    pub fn metric_regressions(&self) -> impl Iterator<Item = &MetricChange> {
+        self.metric_changes.iter().filter(|m| m.regression)
+    }
+
+    /// Whether the new run fails the gate: a failing transition, a metric regression, a
+    /// lost GPU or a changed arch, or an incomplete run.
     pub fn has_regression(&self) -> bool {
-        self.new_incomplete || self.failing().next().is_some()
+        self.new_incomplete
+            || self.failing().next().is_some()
+            || self.metric_regressions().next().is_some()
+            || self.environment.iter().any(|e| e.fails_gate)
     }
 
     pub fn to_json(&self) -> String {
@@ -254,9 +283,14 @@ impl Comparison {
             out.push_str("None.\n");
         }
         for m in &self.metric_changes {
+            let judged = match (m.regression, m.direction) {
+                (true, _) => "**regression**",
+                (false, Direction::Informational) => "informational",
+                (false, _) => "better",
+            };
             let _ = writeln!(
                 out,
-                "- `{}` {}: {} → {} {} ({:+.1} %, threshold {} %)",
+                "- {judged} `{}` {}: {} → {} {} ({:+.1} %, threshold {} %)",
                 m.case,
                 m.metric,
                 figure(m.base),
@@ -271,7 +305,8 @@ impl Comparison {
             out.push_str("None.\n");
         }
         for e in &self.environment {
-            let _ = writeln!(out, "- {}: `{}` → `{}`", e.field, e.base, e.new);
+            let fails = if e.fails_gate { " (**fails the gate**)" } else { "" };
+            let _ = writeln!(out, "- {}: `{}` → `{}`{fails}", e.field, e.base, e.new);
         }
         out
     }
@@ -279,17 +314,31 @@ impl Comparison {
 
 impl Comparison {
     fn verdict(&self) -> String {
-        let mut reasons = Vec::new();
         let count = |kind| self.failing().filter(|t| t.kind == kind).count();
         let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        if count(TransitionKind::Regression) > 0 {
-            reasons.push(plural(count(TransitionKind::Regression), "regression", "regressions"));
+        let mut reasons = Vec::new();
+        let regressions = count(TransitionKind::Regression);
+        if regressions > 0 {
+            reasons.push(plural(regressions, "regression", "regressions"));
         }
-        if count(TransitionKind::Removed) > 0 {
-            let absent = plural(count(TransitionKind::Removed), "case", "cases");
+        let not_run = count(TransitionKind::NotRun);
+        if not_run > 0 {
+            let cases = plural(not_run, "case", "cases");
+            reasons.push(format!("{cases} that passed not run now (pass --allow-not-run if that is intended)"));
+        }
+        let removed = count(TransitionKind::Removed);
+        if removed > 0 {
+            let absent = plural(removed, "case", "cases");
             reasons.push(format!(
                 "{absent} of the baseline absent (pass --allow-removed if the run was filtered on purpose)"
             ));
+        }
+        let metrics = self.metric_regressions().count();
+        if metrics > 0 {
+            reasons.push(plural(metrics, "metric regressed", "metrics regressed"));
+        }
+        if self.environment.iter().any(|e| e.fails_gate) {
+            reasons.push("the new run lost a GPU or changed arch".into());
         }
         if self.new_incomplete {
             reasons.push("the new run is incomplete".into());

@@ -11,17 +11,19 @@ mod groups;
 mod merge;
 mod model;
 mod partition;
+mod policy;
 pub mod render;
 mod summary;
 
 pub use claims::verdicts;
 pub use compare::{
-    compare, Comparison, EnvironmentDifference, Gate, MetricChange, Thresholds, Transition, TransitionKind,
+    classify, compare, Comparison, EnvironmentDifference, Gate, MetricChange, Transition, TransitionKind,
 };
 pub use groups::{group, not_run, Group};
 pub use merge::{merge, MergeError};
 pub use model::*;
 pub use partition::Partition;
+pub use policy::{Direction, MetricPolicy};
 pub use summary::summary;
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename,

@@ -60,19 +60,27 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
     Ok(Report::new(run, first.subject.clone(), environment, cases))
 }
 
-/// Parts of one run come from one build on one kind of machine: the harness and the
-/// subject, the GPUs, the driver and NVRTC must agree (host names may differ).
+/// Parts of one run come from one build on one kind of machine with one selection: every
+/// field that makes results comparable must agree (host names may differ).
 fn check_same_build_and_machine(parts: &[Report]) -> Result<(), MergeError> {
     let facts = |r: &Report| {
         let e = &r.environment;
         let gpus = e.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect::<Vec<_>>().join(", ");
+        let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
         [
+            ("report schema version", r.schema_version.to_string()),
+            ("harness version", e.harness_version.clone()),
             ("harness commit", e.harness_commit.clone()),
+            ("subject name", r.subject.name.clone()),
+            ("subject version", r.subject.version.clone()),
             ("subject commit", r.subject.commit.clone()),
             ("GPUs", gpus),
-            ("driver", format!("{:?} {:?}", e.driver_release, e.driver_version)),
-            ("NVRTC", format!("{:?}", e.nvrtc_version)),
+            ("why no GPU", shown(&e.gpu_unavailable)),
+            ("driver release", shown(&e.driver_release)),
+            ("driver version", shown(&e.driver_version)),
+            ("NVRTC", shown(&e.nvrtc_version)),
             ("profile", r.run.profile.clone()),
+            ("filters", r.run.filters.join(" ")),
         ]
     };
     let first = &parts[0];

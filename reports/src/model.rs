@@ -259,8 +259,8 @@ impl Report {
         serde_json::from_str(text)
     }
 
-    /// Reads a report as a gate must: a schema version this crate reads, and totals and
-    /// claims derived again from the cases, never taken on the file's word.
+    /// Reads a report as a gate must: a schema version this crate reads, each case once,
+    /// and totals and claims derived again from the cases, never taken on the file's word.
     pub fn parse(text: &str) -> Result<Self, String> {
         let r = Self::from_json(text).map_err(|e| e.to_string())?;
         if !(1..=SCHEMA_VERSION).contains(&r.schema_version) {
@@ -268,6 +268,15 @@ impl Report {
                 "schema version {} is not one this gnomon reads (1..={SCHEMA_VERSION})",
                 r.schema_version
             ));
+        }
+        let mut seen = std::collections::HashMap::new();
+        for c in &r.cases {
+            if let Some(first) = seen.insert(&c.id, c.status) {
+                return Err(format!(
+                    "case `{}` is in the report twice ({first}, then {}): a report holds each case once",
+                    c.id, c.status
+                ));
+            }
         }
         let problems = r.expectation_problems;
         let mut derived = Self::new(r.run, r.subject, r.environment, r.cases);

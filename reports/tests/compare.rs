@@ -4,7 +4,7 @@
 mod common;
 
 use common::{case, hand_made};
-use gnomon_reports::{compare, CaseId, Gate, Metric, Report, Status, Thresholds, TransitionKind};
+use gnomon_reports::{compare, CaseId, Gate, Metric, MetricPolicy, Report, Status, TransitionKind};
 
 fn new_run() -> Report {
     let mut new = hand_made();
@@ -54,8 +54,8 @@ fn a_report_against_itself_has_no_transition() {
 
 #[test]
 fn per_metric_threshold_overrides_the_default() {
-    let thresholds = Thresholds { per_metric: [("restore".to_owned(), 200.0)].into(), ..Thresholds::default() };
-    let comparison = compare(&hand_made(), &new_run(), &Gate { thresholds, ..Gate::default() });
+    let metrics = MetricPolicy { per_metric: [("restore".to_owned(), 200.0)].into(), ..MetricPolicy::default() };
+    let comparison = compare(&hand_made(), &new_run(), &Gate { metrics, ..Gate::default() });
     assert!(comparison.metric_changes.is_empty());
     assert_eq!(
         comparison.transitions.iter().find(|t| t.case == CaseId::new("gpu/hang")).unwrap().kind,
@@ -99,4 +99,115 @@ fn totals_and_claims_are_derived_again_and_unknown_schemas_refused() {
         r.schema_version = version;
         assert!(Report::parse(&r.to_json()).unwrap_err().contains("schema version"));
     }
+}
+
+/// Every pair of statuses, absent included, against the table a release manager reads:
+/// rows are the base, columns the new run. `·` no transition, `R` regression, `N` passed
+/// before and not run now, `-` removed, `F` fix, `B` newly blocked, `S` newly skipped,
+/// `+` added, `c` changed.
+#[test]
+fn every_pair_of_statuses_has_its_transition() {
+    use gnomon_reports::classify;
+    let columns: Vec<Option<Status>> = std::iter::once(None).chain(Status::ALL.map(Some)).collect();
+    // absent passed failed crashed timed-out blocked skipped expected-failure unexpected-pass flaky
+    let table = [
+        "·+RRR+++R+",
+        "-·RRRNNRRc",
+        "-F·ccBSccc",
+        "-Fc·cBSccc",
+        "-Fcc·BSccc",
+        "-cRRR·ScRc",
+        "-cRRRB·cRc",
+        "-cRRRBS·Rc",
+        "-FcccBSc·c",
+        "-cRRRNNRR·",
+    ];
+    let letter = |k: Option<TransitionKind>| match k {
+        None => '·',
+        Some(TransitionKind::Regression) => 'R',
+        Some(TransitionKind::NotRun) => 'N',
+        Some(TransitionKind::Removed) => '-',
+        Some(TransitionKind::Fix) => 'F',
+        Some(TransitionKind::NewlyBlocked) => 'B',
+        Some(TransitionKind::NewlySkipped) => 'S',
+        Some(TransitionKind::Added) => '+',
+        Some(TransitionKind::Changed) => 'c',
+    };
+    let got: Vec<String> = columns.iter().map(|b| columns.iter().map(|n| letter(classify(*b, *n))).collect()).collect();
+    assert_eq!(got, table);
+}
+
+/// A case that passed and is now skipped or blocked fails the gate unless
+/// `--allow-not-run` says so; a report that lost its GPU or changed arch fails it too.
+#[test]
+fn passed_cases_not_run_and_a_lost_gpu_fail_the_gate() {
+    let base = hand_made();
+    let mut no_gpu = hand_made();
+    no_gpu.environment.gpus.clear();
+    for c in no_gpu.cases.iter_mut().filter(|c| c.status == Status::Passed) {
+        (c.status, c.reason) = (Status::Skipped, Some("no CUDA GPU".into()));
+    }
+    let lost = compare(&base, &no_gpu, &Gate::default());
+    assert_eq!(lost.transitions.iter().filter(|t| t.kind == TransitionKind::NotRun).count(), 1);
+    let verdict = lost.to_markdown();
+    assert!(verdict.contains("1 case that passed not run now") && verdict.contains("lost a GPU"), "{verdict}");
+    let allowed = compare(&base, &no_gpu, &Gate { allow_not_run: true, ..Gate::default() });
+    assert!(allowed.has_regression(), "a lost GPU still fails the gate");
+    no_gpu.environment.gpus = base.environment.gpus.clone();
+    assert!(!compare(&base, &no_gpu, &Gate { allow_not_run: true, ..Gate::default() }).has_regression());
+    no_gpu.environment.gpus[0].arch = "sm_100".into();
+    let other_arch = compare(&base, &no_gpu, &Gate { allow_not_run: true, ..Gate::default() });
+    assert!(other_arch.has_regression() && other_arch.environment.iter().any(|e| e.fails_gate));
+}
+
+/// Times ten times longer and bandwidths ten times lower fail the gate; the same moves
+/// the good way, and informational metrics, are listed without failing it.
+#[test]
+fn metrics_fail_the_gate_in_their_worse_direction_only() {
+    let with = |metrics: &[(&str, f64, &str)]| {
+        let mut r = hand_made();
+        r.cases.retain(|c| c.status == Status::Passed);
+        r.cases[0].metrics = metrics.iter().map(|(n, v, u)| (n.to_string(), Metric::new(*v, u))).collect();
+        r
+    };
+    let base = with(&[("restore-total-s", 1.0, "s"), ("upload-gbps", 10.0, "GB/s"), ("read-floor-gbps", 10.0, "GB/s")]);
+    let judged = |new: &Report| {
+        let c = compare(&base, new, &Gate::default());
+        let mut regressed: Vec<String> = c.metric_regressions().map(|m| m.metric.clone()).collect();
+        regressed.sort();
+        (regressed, c.metric_changes.len(), c.has_regression())
+    };
+    let worse = with(&[("restore-total-s", 10.0, "s"), ("upload-gbps", 1.0, "GB/s"), ("read-floor-gbps", 1.0, "GB/s")]);
+    assert_eq!(judged(&worse), (vec!["restore-total-s".to_owned(), "upload-gbps".to_owned()], 3, true));
+    let better =
+        with(&[("restore-total-s", 0.1, "s"), ("upload-gbps", 100.0, "GB/s"), ("read-floor-gbps", 100.0, "GB/s")]);
+    assert_eq!(judged(&better), (vec![], 3, false));
+    let text = compare(&base, &worse, &Gate::default()).to_markdown();
+    assert!(text.contains("2 metrics regressed") && text.contains("informational `cpu/"), "{text}");
+}
+
+#[test]
+fn the_committed_metric_policy_reads_and_a_bad_one_is_refused() {
+    let policy = MetricPolicy::default();
+    use gnomon_reports::Direction::*;
+    assert_eq!(policy.direction("restore-total-s", "s"), LowerIsBetter);
+    assert_eq!(policy.direction("upload-fraction-of-floor", "1"), HigherIsBetter);
+    assert_eq!(policy.direction("window-start-unix-s", "s"), Informational);
+    assert_eq!(policy.direction("anything", "furlongs"), Informational);
+    assert_eq!(policy.threshold("templates-unchecked"), 0.0);
+    let refused = MetricPolicy::parse("default-threshold-pct = -1\n").unwrap_err();
+    assert_eq!(refused, "default-threshold-pct = -1: must be a finite number ≥ 0");
+    assert!(MetricPolicy::parse("default-threshold-pct = 5\n[metric.x]\ndirection = \"up\"\n").is_err());
+    assert!(MetricPolicy::parse("default-threshold-pct = 5\ntypo = 1\n").unwrap_err().contains("typo"));
+}
+
+/// A report that holds a case twice cannot be read by any command that gates.
+#[test]
+fn a_report_with_a_case_twice_is_refused() {
+    let mut twice = hand_made();
+    let mut again = twice.cases[0].clone();
+    (again.status, twice.cases[0].status) = (Status::Passed, Status::Failed);
+    twice.cases.push(again);
+    let error = Report::parse(&twice.to_json()).unwrap_err();
+    insta::assert_snapshot!(error, @"case `cpu/flags/value=1/accepted` is in the report twice (failed, then passed): a report holds each case once");
 }

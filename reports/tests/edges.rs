@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::{case, hand_made};
 use gnomon_reports::{
-    compare, merge, not_run, render, summary, write_atomically, CaseId, Gate, Metric, Report, Run, Status, Thresholds,
+    compare, merge, not_run, render, summary, write_atomically, CaseId, Gate, Metric, MetricPolicy, Report, Run, Status,
 };
 
 fn with_metric(value: f64, unit: &str) -> Report {
@@ -19,8 +19,8 @@ fn with_metric(value: f64, unit: &str) -> Report {
     r
 }
 
-fn changes(base: f64, new: f64, unit: &str, thresholds: Thresholds) -> Vec<f64> {
-    let gate = Gate { thresholds, ..Gate::default() };
+fn changes(base: f64, new: f64, unit: &str, metrics: MetricPolicy) -> Vec<f64> {
+    let gate = Gate { metrics, ..Gate::default() };
     compare(&with_metric(base, unit), &with_metric(new, unit), &gate)
         .metric_changes
         .iter()
@@ -30,13 +30,13 @@ fn changes(base: f64, new: f64, unit: &str, thresholds: Thresholds) -> Vec<f64> 
 
 #[test]
 fn a_change_exactly_at_the_threshold_or_the_floor_is_noise() {
-    let pct = |p| Thresholds { default_pct: p, floor_per_unit: BTreeMap::new(), ..Thresholds::default() };
+    let pct = |p| MetricPolicy { default_pct: p, floor_per_unit: BTreeMap::new(), ..MetricPolicy::default() };
     assert_eq!(changes(1.0, 1.5, "1", pct(50.0)), Vec::<f64>::new());
     assert_eq!(changes(1.0, 1.5, "1", pct(49.0)), vec![50.0]);
-    let floor = |b| Thresholds {
+    let floor = |b| MetricPolicy {
         default_pct: 5.0,
         floor_per_unit: BTreeMap::from([("B".to_owned(), b)]),
-        ..Thresholds::default()
+        ..MetricPolicy::default()
     };
     assert_eq!(changes(1000.0, 1100.0, "B", floor(100.0)), Vec::<f64>::new(), "a change of exactly the floor");
     assert_eq!(changes(1000.0, 1300.0, "B", floor(100.0)), vec![30.0]);
@@ -145,4 +145,40 @@ fn every_rendering_is_written_whole() {
     assert_eq!(read("x.txt"), "written");
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 4, "no temporary file left: {names:?}");
+}
+
+/// Parts that differ in anything that makes their results incomparable are refused,
+/// naming that field; one part changed in one field at a time.
+#[test]
+fn merge_refuses_parts_that_differ_in_any_field_that_matters() {
+    let ids = [CaseId::new("gpu/hang"), CaseId::new("gpu/fault/sticky")];
+    let part = |partition: &str, case_id: &str| {
+        let r = hand_made();
+        let run = Run { id: partition.into(), partition: Some(partition.into()), ..r.run.clone() };
+        let c = r.cases.iter().find(|c| c.id.as_str() == case_id).unwrap().clone();
+        Report::new(run, r.subject.clone(), r.environment.clone(), vec![c])
+    };
+    let (one, two) = (part("hash:1/2", "gpu/hang"), part("hash:2/2", "gpu/fault/sticky"));
+    assert!(merge(&[one.clone(), two.clone()], &ids).is_ok());
+    let fields: [(&str, fn(&mut Report)); 13] = [
+        ("report schema version", |r| r.schema_version = 0),
+        ("harness version", |r| r.environment.harness_version = "0.2.0".into()),
+        ("harness commit", |r| r.environment.harness_commit = "def456".into()),
+        ("subject name", |r| r.subject.name = "a port".into()),
+        ("subject version", |r| r.subject.version = "0.2.0".into()),
+        ("subject commit", |r| r.subject.commit = "def456".into()),
+        ("GPUs", |r| r.environment.gpus[0].name = "NVIDIA H100".into()),
+        ("why no GPU", |r| r.environment.gpu_unavailable = Some("no driver".into())),
+        ("driver release", |r| r.environment.driver_release = Some("575.57.08".into())),
+        ("driver version", |r| r.environment.driver_version = Some("12.9".into())),
+        ("NVRTC", |r| r.environment.nvrtc_version = Some("12.9".into())),
+        ("profile", |r| r.run.profile = "nightly".into()),
+        ("filters", |r| r.run.filters.push("--skip gpu/hang".into())),
+    ];
+    for (field, change) in fields {
+        let mut other = two.clone();
+        change(&mut other);
+        let error = merge(&[one.clone(), other], &ids).unwrap_err().to_string();
+        assert!(error.starts_with(&format!("parts disagree on {field}:")), "{field}: {error}");
+    }
 }

@@ -257,9 +257,24 @@ fn describe_filters(args: &Arguments) -> String {
     }
 }
 
+/// The selection as the report records it: the filter, each `--skip`, and `--exact`.
 fn filters(args: &Arguments) -> Vec<String> {
     let skips = args.skip.iter().map(|s| format!("--skip {s}"));
-    args.filter.iter().cloned().chain(skips).collect()
+    let exact = args.exact.then(|| "--exact".to_owned());
+    args.filter.iter().cloned().chain(skips).chain(exact).collect()
+}
+
+/// The selection a report's recorded filters make, read back as libtest reads them.
+pub fn selection_of(filters: &[String]) -> Arguments {
+    let mut args = Arguments::default();
+    for f in filters {
+        match f.strip_prefix("--skip ") {
+            Some(skip) => args.skip.push(skip.to_owned()),
+            None if f == "--exact" => args.exact = true,
+            None => args.filter = Some(f.clone()),
+        }
+    }
+    args
 }
 
 /// Why `--require-arch` refuses this machine, if it does.

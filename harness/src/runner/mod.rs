@@ -10,5 +10,5 @@ mod executor;
 mod signal;
 mod sink;
 
-pub use dispatch::{run, CaseSource, RunConfig};
+pub use dispatch::{run, selection_of, CaseSource, RunConfig};
 pub use executor::child_main;
