@@ -5,7 +5,11 @@ use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
 use gnomon_core::{account::Account, errors::CoreError, format::Core};
-use gnomon_reports::{compare, exit_codes, merge, render, summary, Gate, MetricPolicy, Report};
+use gnomon_reports::{
+    compare, exit_codes, merge, render, summary,
+    text::{printable, printable_lines},
+    Gate, MetricPolicy, Report,
+};
 
 use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};
 
@@ -134,8 +138,10 @@ pub fn validate_cores(args: &ValidateArgs) -> i32 {
         worst = worst.max(found);
         let core = dir.display().to_string();
         match (args.format, verdict) {
-            (AccountFormat::Text, Ok(account)) => println!("{core}: valid\n{}\n", indent(&account.to_string())),
-            (AccountFormat::Text, Err(e)) => println!("{core}: {}: {e}\n", found.word()),
+            (AccountFormat::Text, Ok(account)) => {
+                println!("{}: valid\n{}\n", printable(&core), indent(&printable_lines(&account.to_string())))
+            }
+            (AccountFormat::Text, Err(e)) => println!("{}: {}: {}\n", printable(&core), found.word(), printable(&e)),
             (AccountFormat::Json, verdict) => {
                 let (account, error) = (verdict.as_ref().ok().cloned(), verdict.err());
                 let line = Line { core, outcome: found.word(), account, error };

@@ -37,6 +37,15 @@ pub fn collect() -> Environment {
     env
 }
 
+/// Why this machine cannot give cases a scratch directory (a `TMPDIR` that does not
+/// exist, a full or read-only disk), if it cannot: cases that need one would be blocked
+/// for a reason that is the machine's, not the subject's.
+pub fn scratch_problem() -> Option<String> {
+    let under = std::env::temp_dir();
+    let made = tempfile::tempdir_in(&under);
+    made.err().map(|e| format!("no scratch directory can be made under {} (TMPDIR): {e}", under.display()))
+}
+
 pub fn facilities(env: &Environment) -> Facilities {
     let nvrtc_unavailable = match &env.nvrtc_version {
         Some(v) if !v.starts_with("unavailable") => None,

@@ -9,15 +9,18 @@ use gnomon::{
 fn main() -> ExitCode {
     // A panic that escapes to here is a bug in gnomon, not a verdict: its own exit code.
     // (Case bodies catch their own panics and report the case failed.)
-    let code = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+    // Clap prints usage errors and help and exits on its own: before forwarding starts.
+    let cli = Cli::parse();
+    let forwarding = gnomon::pipes::forward();
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))).unwrap_or_else(|_| {
         eprintln!("gnomon: internal error (a bug in gnomon, not a verdict on the subject); please report it");
         gnomon_reports::exit_codes::INTERNAL_ERROR
     });
+    drop(forwarding);
     ExitCode::from(code as u8)
 }
 
-fn run() -> i32 {
-    let cli = Cli::parse();
+fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Run(args) => match args.into_config() {
             Ok(config) => gnomon::runner::run(config),

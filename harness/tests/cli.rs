@@ -48,3 +48,48 @@ fn an_unwritable_report_directory_is_found_before_the_first_case() {
     let stdout = String::from_utf8_lossy(&refused.stdout);
     assert!(!stdout.contains("test cpu/"), "cases ran before the report directory was checked:\n{stdout}");
 }
+
+/// A machine that cannot give cases scratch space blocks them for its own reason: that
+/// is said before the first case, and the run fails with the precondition code.
+#[test]
+fn a_missing_tmpdir_is_said_before_the_first_case_and_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("report");
+    let ran = Command::new(env!("CARGO_BIN_EXE_gnomon"))
+        .args(["run", "cpu/manifest/", "--report-dir", dir.to_str().unwrap()])
+        .env("TMPDIR", tmp.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(exit_codes::PRECONDITION));
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    let said = stderr.find("no scratch directory can be made under").expect("the reason is printed");
+    let first_case = stderr.find("blocked: no temporary directory").unwrap_or(usize::MAX);
+    assert!(said < first_case, "the reason comes after a case:\n{stderr}");
+    assert!(dir.join("junit.xml").is_file());
+}
+
+/// `gnomon run | head -1`: the reader goes away after one line; the run ends quietly, with
+/// its verdict and every report file, instead of panicking in libtest's printer.
+#[test]
+fn a_reader_that_goes_away_loses_no_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("report");
+    let script = format!(
+        "'{}' run cpu/ --report-dir '{}' 2>&1 | head -c 1 >/dev/null",
+        env!("CARGO_BIN_EXE_gnomon"),
+        dir.display()
+    );
+    let ran = Command::new("bash").args(["-c", &format!("{script}; exit ${{PIPESTATUS[0]}}")]).output().unwrap();
+    assert_eq!(ran.status.code(), Some(exit_codes::SUCCESS), "{}", String::from_utf8_lossy(&ran.stderr));
+    for file in ["report.json", "report.md", "junit.xml"] {
+        assert!(dir.join(file).is_file(), "no {file}");
+    }
+    let validate = format!(
+        "'{}' validate '{}' '{}' | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}",
+        env!("CARGO_BIN_EXE_gnomon"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/golden/v2"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/golden/v1"),
+    );
+    let ran = Command::new("bash").args(["-c", &validate]).output().unwrap();
+    assert_eq!(ran.status.code(), Some(exit_codes::SUCCESS), "{}", String::from_utf8_lossy(&ran.stderr));
+}

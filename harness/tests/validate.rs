@@ -66,3 +66,20 @@ fn a_missing_core_is_unreadable() {
     assert_eq!(code, Some(exit_codes::USAGE), "{stdout}");
     assert!(stdout.contains("/no/such/core: unreadable"), "{stdout}");
 }
+
+/// A name in a manifest is data: escape sequences and newlines in it are written out, so a
+/// refused core can never show "valid" on a terminal.
+#[test]
+fn a_hostile_name_cannot_make_a_refused_core_look_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_golden(tmp.path());
+    let path = tmp.path().join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["expectations"][0]["template"] = "x\u{1b}[2K\r\ncore: valid".into();
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let (code, stdout) = validate(&[tmp.path().to_str().unwrap()]);
+    assert_eq!(code, Some(exit_codes::CASES_FAILED), "{stdout}");
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r'), "{stdout:?}");
+    assert_eq!(stdout.trim_end().lines().count(), 1, "one line for one refused core: {stdout:?}");
+    assert!(stdout.contains(r"x\u{1b}[2K\r\ncore: valid"), "{stdout:?}");
+}

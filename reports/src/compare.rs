@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     policy::{Direction, MetricPolicy},
+    text::{md_code, printable},
     CaseId, CaseRecord, Environment, Report, Status,
 };
 
@@ -275,8 +276,9 @@ impl Comparison {
         }
         let show = |s: Option<Status>| s.map(|s| s.to_string()).unwrap_or_else(|| "absent".into());
         for t in &self.transitions {
-            let reason = t.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-            let _ = writeln!(out, "- {} `{}`: {} → {}{reason}", t.kind.label(), t.case, show(t.base), show(t.new));
+            let reason = t.reason.as_deref().map(|r| format!(": {}", printable(r))).unwrap_or_default();
+            let case = md_code(t.case.as_str());
+            let _ = writeln!(out, "- {} {case}: {} → {}{reason}", t.kind.label(), show(t.base), show(t.new));
         }
         let _ = writeln!(out, "\n## Metric changes beyond noise\n");
         if self.metric_changes.is_empty() {
@@ -290,9 +292,9 @@ impl Comparison {
             };
             let _ = writeln!(
                 out,
-                "- {judged} `{}` {}: {} → {} {} ({:+.1} %, threshold {} %)",
-                m.case,
-                m.metric,
+                "- {judged} {} {}: {} → {} {} ({:+.1} %, threshold {} %)",
+                md_code(m.case.as_str()),
+                printable(&m.metric),
                 figure(m.base),
                 figure(m.new),
                 m.unit,
@@ -306,7 +308,7 @@ impl Comparison {
         }
         for e in &self.environment {
             let fails = if e.fails_gate { " (**fails the gate**)" } else { "" };
-            let _ = writeln!(out, "- {}: `{}` → `{}`{fails}", e.field, e.base, e.new);
+            let _ = writeln!(out, "- {}: {} → {}{fails}", e.field, md_code(&e.base), md_code(&e.new));
         }
         out
     }

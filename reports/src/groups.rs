@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::{CaseId, CaseRecord, Status};
+use crate::{
+    text::{md_code, printable},
+    CaseId, CaseRecord, Status,
+};
 
 /// At most this many cases of a group are named; a larger group is counted by family.
 const NAMED: usize = 3;
@@ -20,7 +23,7 @@ impl Group<'_> {
     /// "`a`, `b` skipped", or "43 cases skipped (24 under gpu/, 19 under replay/)".
     pub fn who(&self) -> String {
         if self.cases.len() <= NAMED {
-            let names: Vec<_> = self.cases.iter().map(|c| format!("`{c}`")).collect();
+            let names: Vec<_> = self.cases.iter().map(|c| md_code(c.as_str())).collect();
             return format!("{} {}", names.join(", "), self.status);
         }
         let mut by_family: BTreeMap<&str, usize> = BTreeMap::new();
@@ -33,7 +36,7 @@ impl Group<'_> {
 
     /// [`Group::who`] followed by the shared reason.
     pub fn with_reason(&self) -> String {
-        format!("{} ({})", self.who(), self.reason)
+        format!("{} ({})", self.who(), printable(self.reason))
     }
 
     /// Whether the group is large enough that its cases are counted, not named.

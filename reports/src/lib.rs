@@ -14,6 +14,7 @@ mod partition;
 mod policy;
 pub mod render;
 mod summary;
+pub mod text;
 
 pub use claims::verdicts;
 pub use compare::{

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Report, Status};
+use crate::{
+    text::{self, md_code},
+    Report, Status,
+};
 
 pub fn summary(r: &Report) -> String {
     let mut s = vec![where_it_ran(r)];
@@ -15,7 +18,8 @@ pub fn summary(r: &Report) -> String {
     if !r.run.complete {
         s.push("The run did not complete; this covers only the cases it recorded.".into());
     }
-    s.join(" ")
+    // One paragraph: whatever a name holds, it stays one line with no control character.
+    text::printable(&s.join(" ")).into_owned()
 }
 
 fn where_it_ran(r: &Report) -> String {
@@ -72,7 +76,9 @@ fn failing(r: &Report) -> Option<String> {
         .cases
         .iter()
         .filter(|c| c.status.fails_run() || matches!(c.status, Status::ExpectedFailure | Status::Flaky))
-        .map(|c| format!("`{}` {} ({})", c.id, c.status, c.reason.as_deref().unwrap_or("no reason given")))
+        .map(|c| {
+            format!("{} {} ({})", md_code(c.id.as_str()), c.status, c.reason.as_deref().unwrap_or("no reason given"))
+        })
         .collect();
     (!failing.is_empty()).then(|| format!("Did not pass cleanly: {}.", failing.join("; ")))
 }

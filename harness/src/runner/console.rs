@@ -10,7 +10,7 @@ use std::{
     sync::atomic::{AtomicUsize, Ordering},
 };
 
-use gnomon_reports::{CaseRecord, Environment, Report};
+use gnomon_reports::{text::printable, CaseRecord, Environment, Report};
 
 pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord]) {
     let mut lines = vec![format!(
@@ -33,6 +33,8 @@ pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord]) {
     for group in gnomon_reports::not_run(skipped) {
         lines.push(format!("  {}: {}", group.who(), group.reason));
     }
+    // Each line is one of gnomon's: a newline or an escape inside a name is written out.
+    let lines: Vec<_> = lines.iter().map(|l| printable(l)).collect();
     eprintln!("{}", lines.join("\n"));
 }
 
@@ -42,7 +44,7 @@ pub fn closing(report: &Report, report_dir: &Path) {
     let totals = if totals.is_empty() { "no case selected".to_owned() } else { totals.join(", ") };
     eprintln!("gnomon: {totals}; report in {}", report_dir.display());
     for group in gnomon_reports::not_run(&report.cases) {
-        eprintln!("gnomon: {}: {}", group.who(), group.reason);
+        eprintln!("gnomon: {}: {}", group.who(), printable(group.reason));
     }
 }
 

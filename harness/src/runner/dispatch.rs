@@ -118,11 +118,15 @@ pub fn run(config: RunConfig) -> i32 {
     }
     signal::install();
     if let Err(e) = sink.start() {
-        eprintln!("gnomon: cannot write the report to {}: {e}", dir.display());
+        eprintln!("gnomon: {e}");
         return exit_codes::USAGE;
     }
     console::header(&env, &dir, &not_running);
-    not_running.into_iter().for_each(|record| sink.add(record));
+    let scratch_problem = environment::scratch_problem();
+    if let Some(problem) = &scratch_problem {
+        eprintln!("gnomon: {problem}; cases that need scratch will be blocked, and the run fails (exit 3)");
+    }
+    sink.add_all(not_running);
     let policy = Arc::new(Policy {
         batches: BatchRecords::default(),
         child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
@@ -147,6 +151,11 @@ pub fn run(config: RunConfig) -> i32 {
             }
             if report.fails_run() || conclusion.has_failed() {
                 return exit_codes::CASES_FAILED;
+            }
+            let blocked = report.totals.get(&Status::Blocked).copied().unwrap_or(0);
+            if let Some(problem) = scratch_problem.filter(|_| blocked > 0) {
+                eprintln!("gnomon: {blocked} cases blocked on this machine: {problem}");
+                return exit_codes::PRECONDITION;
             }
             exit_codes::SUCCESS
         }

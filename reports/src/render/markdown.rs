@@ -1,26 +1,37 @@
 use std::fmt::Write;
 
-use crate::{Report, Status};
+use crate::{
+    text::{md_cell, md_code, printable},
+    Report, Status,
+};
 
 /// A Markdown page: environment, totals, claims, then one row per case.
 pub fn markdown(r: &Report) -> String {
     let mut out = String::new();
     let env = &r.environment;
     let _ = writeln!(out, "# Gnomon report `{}`\n", r.run.id);
-    let _ = writeln!(out, "- subject: {} {} (`{}`)", r.subject.name, r.subject.version, r.subject.commit);
+    let subject = &r.subject;
+    let _ = writeln!(
+        out,
+        "- subject: {} {} ({})",
+        printable(&subject.name),
+        printable(&subject.version),
+        md_code(&subject.commit)
+    );
     let _ = writeln!(out, "- harness: {} (`{}`), profile `{}`", env.harness_version, env.harness_commit, r.run.profile);
-    let _ = writeln!(out, "- host: {} ({}; {})", env.host, env.cpu, env.os);
+    let _ = writeln!(out, "- host: {} ({}; {})", printable(&env.host), printable(&env.cpu), printable(&env.os));
     for gpu in &env.gpus {
-        let _ = writeln!(out, "- GPU {}: {} ({}, {} B)", gpu.index, gpu.name, gpu.arch, gpu.memory_bytes);
+        let (name, arch) = (printable(&gpu.name), printable(&gpu.arch));
+        let _ = writeln!(out, "- GPU {}: {name} ({arch}, {} B)", gpu.index, gpu.memory_bytes);
     }
     if let Some(reason) = &env.gpu_unavailable {
-        let _ = writeln!(out, "- no GPU: {reason}");
+        let _ = writeln!(out, "- no GPU: {}", printable(reason));
     }
     for (label, value) in
         [("driver", &env.driver_release), ("CUDA (driver API)", &env.driver_version), ("NVRTC", &env.nvrtc_version)]
     {
         if let Some(v) = value {
-            let _ = writeln!(out, "- {label}: {v}");
+            let _ = writeln!(out, "- {label}: {}", printable(v));
         }
     }
     if let Some(selection) = selection(r) {
@@ -36,7 +47,7 @@ pub fn markdown(r: &Report) -> String {
     if !not_run.is_empty() {
         let _ = writeln!(out, "\n## Not run\n");
         for g in &not_run {
-            let _ = writeln!(out, "- {}: {}", g.who(), g.reason);
+            let _ = writeln!(out, "- {}: {}", g.who(), printable(g.reason));
         }
     }
     let counted: Vec<_> = not_run.iter().filter(|g| g.is_counted()).flat_map(|g| g.cases.iter().copied()).collect();
@@ -44,9 +55,9 @@ pub fn markdown(r: &Report) -> String {
     for c in &r.cases {
         let reason = match counted.contains(&&c.id) {
             true => "see *Not run*".into(),
-            false => c.reason.as_deref().unwrap_or("").replace('|', "\\|").replace('\n', " "),
+            false => md_cell(c.reason.as_deref().unwrap_or("")),
         };
-        let _ = writeln!(out, "| `{}` | {} | {:.3} | {reason} |", c.id, c.status, c.duration_s);
+        let _ = writeln!(out, "| {} | {} | {:.3} | {reason} |", md_code(c.id.as_str()), c.status, c.duration_s);
     }
     out
 }
@@ -55,16 +66,16 @@ fn claims(out: &mut String, r: &Report) {
     let _ = writeln!(out, "## Claims\n");
     for c in &r.claims {
         if c.established {
-            let _ = writeln!(out, "- `{}`: established ({} passed)", c.claim, cases(c.cases as usize));
+            let _ = writeln!(out, "- {}: established ({} passed)", md_code(&c.claim), cases(c.cases as usize));
             continue;
         }
         let short = c.not_passed.len();
         let of = cases(c.cases as usize);
-        let _ = writeln!(out, "- `{}`: **not established** ({short} of {of} did not pass)", c.claim);
+        let _ = writeln!(out, "- {}: **not established** ({short} of {of} did not pass)", md_code(&c.claim));
         for g in crate::group(c.not_passed.iter().map(|s| (&s.case, s.status, s.reason.as_deref()))) {
             match g.status {
                 Status::Skipped | Status::Blocked => writeln!(out, "  - {} (see *Not run*)", g.who()),
-                _ => writeln!(out, "  - {}: {}", g.who(), g.reason),
+                _ => writeln!(out, "  - {}: {}", g.who(), printable(g.reason)),
             }
             .expect("writing to a String cannot fail");
         }
@@ -81,7 +92,7 @@ fn cases(n: usize) -> String {
 
 /// The filters and partition of a run that did not select the whole catalogue.
 fn selection(r: &Report) -> Option<String> {
-    let mut parts: Vec<String> = r.run.filters.iter().map(|f| format!("filter `{f}`")).collect();
+    let mut parts: Vec<String> = r.run.filters.iter().map(|f| format!("filter {}", md_code(f))).collect();
     parts.extend(r.run.partition.iter().map(|p| format!("partition `{p}`")));
     (!parts.is_empty()).then(|| parts.join(", "))
 }
