@@ -5,7 +5,6 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    fs::File,
     ops::Range,
     path::Path,
 };
@@ -14,7 +13,7 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
-        buffer_at, hash_hex, resolve_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode,
+        buffer_at, hash_exactly, open_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode,
         Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
@@ -500,24 +499,28 @@ pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateF
 /// at least one template is checked.
 fn checked(m: &Manifest) -> Result {
     unique("unchecked template", m.unchecked.iter().map(|u| u.template.as_str()))?;
-    let expects = |t: &str| m.expectations.iter().any(|e| e.template == t && !e.outputs.is_empty());
+    // Sets, not searches: a core may hold tens of thousands of templates.
+    let templates: HashSet<&str> = m.templates.iter().map(|t| t.name.as_str()).collect();
+    let expected: HashSet<&str> =
+        m.expectations.iter().filter(|e| !e.outputs.is_empty()).map(|e| e.template.as_str()).collect();
+    let unchecked: HashSet<&str> = m.unchecked.iter().map(|u| u.template.as_str()).collect();
     let fail = |template: &str, what| Err(E::Unchecked { template: template.into(), what });
     for u in &m.unchecked {
-        if !m.templates.iter().any(|t| t.name == u.template) {
+        if !templates.contains(u.template.as_str()) {
             return fail(&u.template, "is declared unchecked, but the core has no such template");
         }
         if u.reason.trim().is_empty() {
             return fail(&u.template, "is declared unchecked without a reason");
         }
-        if expects(&u.template) {
+        if expected.contains(u.template.as_str()) {
             return fail(&u.template, "is declared unchecked, but has expected outputs");
         }
     }
-    let unchecked = |t: &str| m.unchecked.iter().any(|u| u.template == t);
-    if let Some(t) = m.templates.iter().find(|t| !expects(&t.name) && !unchecked(&t.name)) {
+    let is_unchecked = |t: &Template| unchecked.contains(t.name.as_str());
+    if let Some(t) = m.templates.iter().find(|t| !expected.contains(t.name.as_str()) && !is_unchecked(t)) {
         return fail(&t.name, "has no expected output and is not declared unchecked: nothing of it would be compared");
     }
-    if !m.templates.is_empty() && m.templates.iter().all(|t| unchecked(&t.name)) {
+    if !m.templates.is_empty() && m.templates.iter().all(is_unchecked) {
         return Err(E::NothingChecked);
     }
     Ok(())
@@ -582,10 +585,9 @@ fn verify_file(
     sha256: Option<&str>,
     size_rule: impl Fn(u64) -> Option<u64>,
 ) -> Result {
-    let path = resolve_in_core(dir, relative, item)?;
+    let file = open_in_core(dir, relative, item)?;
     let unreadable =
         |e: std::io::Error| E::FileUnreadable { item: item.into(), path: relative.into(), reason: e.to_string() };
-    let file = File::open(&path).map_err(unreadable)?;
     let found = file.metadata().map_err(unreadable)?.len();
     if let Some(declared) = size_rule(found) {
         return Err(E::FileSize { item: item.into(), path: relative.into(), declared, found });
@@ -593,7 +595,7 @@ fn verify_file(
     let Some(sha256) = sha256 else {
         return Ok(());
     };
-    let actual = hash_hex(file).map_err(unreadable)?;
+    let actual = hash_exactly(file, found).map_err(unreadable)?;
     if actual != sha256 {
         return Err(E::HashMismatch {
             item: item.into(),

@@ -13,11 +13,46 @@ fn golden_dir() -> PathBuf {
 }
 
 #[test]
-fn files_resolve_inside_the_core() {
+fn files_open_inside_the_core() {
     let core = Core::open(&golden_dir()).unwrap();
     let shard = &core.manifest().shards[0].file;
-    assert_eq!(core.path_of(shard), golden_dir().join(shard));
-    assert!(core.path_of(shard).is_file());
+    let opened = core.open_file(shard, "shard 0").unwrap().metadata().unwrap();
+    assert_eq!(opened.len(), std::fs::metadata(golden_dir().join(shard)).unwrap().len());
+}
+
+/// A copy of the golden core in a scratch directory.
+fn golden_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["modules", "shards"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    for file in [MANIFEST_FILE, "modules/m0.ptx", "shards/000.bin", "shards/001.bin"] {
+        std::fs::copy(golden_dir().join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+/// A shard replaced by a link to an endless device between the look and the read is
+/// what a path check followed by an open would miss; the open itself refuses the link,
+/// and a file is hashed to exactly its declared length, never to its end.
+#[test]
+fn a_link_to_an_endless_device_is_refused_by_the_open_itself() {
+    use gnomon_core::errors::ValidationError;
+    let dir = golden_copy();
+    let shard = dir.path().join("shards/001.bin");
+    std::fs::remove_file(&shard).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &shard).unwrap();
+    let refused = Core::open(dir.path()).unwrap_err();
+    assert!(matches!(refused, CoreError::Invalid(ValidationError::PathThroughLink { .. })), "{refused}");
+    let core_dir = golden_dir();
+    let opened = gnomon_core::format::open_in_core(&core_dir, "shards/000.bin", "shard 0").unwrap();
+    let len = opened.metadata().unwrap().len();
+    let endless = std::io::Read::chain(opened, std::io::repeat(7));
+    let whole = gnomon_core::format::hash_exactly(endless, len).unwrap();
+    let file = std::fs::read(core_dir.join("shards/000.bin")).unwrap();
+    assert_eq!(whole, gnomon_core::format::hash_hex(file.as_slice()).unwrap());
+    let short = gnomon_core::format::hash_exactly(file.as_slice(), len + 1).unwrap_err();
+    assert_eq!(short.to_string(), format!("it ended after {len} of {} bytes", len + 1));
 }
 
 /// A manifest of exactly the limit is read (and then fails to parse); one byte more is

@@ -53,22 +53,24 @@ impl Core {
         &self.manifest
     }
 
-    /// The path of a file the manifest names, already checked to stay inside the core.
-    pub fn path_of(&self, relative: &str) -> PathBuf {
-        self.dir.join(relative)
+    /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
+    pub fn open_file(&self, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
+        open_in_core(&self.dir, relative, item)
     }
 }
 
 /// Reads `manifest.json`, checking its size first and its version before its shape; no
 /// other rule is checked (`Core::open` checks them all).
 pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
-    let path = resolve_in_core(dir, MANIFEST_FILE, "manifest")?;
+    let path = dir.join(MANIFEST_FILE);
+    let file = open_in_core(dir, MANIFEST_FILE, "manifest")?;
     let read_err = |source| CoreError::Read { path: path.clone(), source };
-    let size = fs::metadata(&path).map_err(read_err)?.len();
+    let size = file.metadata().map_err(read_err)?.len();
     if size > MAX_MANIFEST_BYTES {
         return Err(CoreError::ManifestTooLarge { path, size, limit: MAX_MANIFEST_BYTES });
     }
-    let text = fs::read(&path).map_err(read_err)?;
+    let mut text = Vec::new();
+    file.take(size).read_to_end(&mut text).map_err(read_err)?;
     #[derive(Deserialize)]
     struct Probe {
         format: FormatTag,
@@ -85,10 +87,17 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     serde_json::from_slice(&text).map_err(parse_err)
 }
 
-/// Joins a manifest path onto the core directory, refusing absolute paths, `..`, any
-/// component that is a symbolic link, and a final component that is not a regular file
-/// (a FIFO or a device would block or never end when read).
-pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf, ValidationError> {
+/// Opens a file the manifest names, component by component from the core directory
+/// (`openat`), never following a link and never blocking: absolute paths, `..`, a
+/// component that is a link and a final component that is not a regular file (a FIFO or
+/// a device would block or never end when read) are refused. What was checked is the
+/// very file that is read: no path is looked up twice.
+pub fn open_in_core(dir: &Path, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
+    use nix::{
+        errno::Errno,
+        fcntl::OFlag,
+        sys::stat::{Mode, SFlag},
+    };
     let escapes = || ValidationError::PathEscapes { item: item.into(), path: relative.into() };
     let rel = Path::new(relative);
     if relative.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
@@ -98,29 +107,62 @@ pub fn resolve_in_core(dir: &Path, relative: &str, item: &str) -> Result<PathBuf
     if relative.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
         return Err(ValidationError::PathNotCanonical { item: item.into(), path: relative.into() });
     }
-    let mut path = dir.to_owned();
-    let last = rel.components().count();
-    for (i, component) in rel.components().enumerate() {
-        path.push(component);
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(ValidationError::PathThroughLink { item: item.into(), path: relative.into() })
+    let failed = |e: Errno| match e {
+        Errno::ELOOP => ValidationError::PathThroughLink { item: item.into(), path: relative.into() },
+        Errno::ENOENT => ValidationError::MissingFile { item: item.into(), path: relative.into() },
+        e => ValidationError::FileUnreadable { item: item.into(), path: relative.into(), reason: e.desc().into() },
+    };
+    let no_follow = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut at = nix::fcntl::open(dir, OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).map_err(failed)?;
+    let components: Vec<&str> = relative.split('/').collect();
+    let (last, parents) = components.split_last().expect("a checked path has a component");
+    for parent in parents {
+        at = match nix::fcntl::openat(&at, *parent, OFlag::O_DIRECTORY | no_follow, Mode::empty()) {
+            Ok(dir) => dir,
+            // A link to a directory and a plain file both answer "not a directory" here.
+            Err(Errno::ENOTDIR) => {
+                let link = nix::sys::stat::fstatat(&at, *parent, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK);
+                return Err(failed(if link { Errno::ELOOP } else { Errno::ENOTDIR }));
             }
-            Ok(meta) if i + 1 == last && !meta.is_file() => {
-                let kind = if meta.is_dir() { "a directory" } else { "a special file" };
-                return Err(ValidationError::NotAFile { item: item.into(), path: relative.into(), kind });
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ValidationError::MissingFile { item: item.into(), path: relative.into() })
-            }
-            Err(e) => {
-                let reason = e.to_string();
-                return Err(ValidationError::FileUnreadable { item: item.into(), path: relative.into(), reason });
-            }
+            Err(e) => return Err(failed(e)),
+        };
+    }
+    let fd = nix::fcntl::openat(&at, *last, OFlag::O_RDONLY | OFlag::O_NONBLOCK | no_follow, Mode::empty())
+        .map_err(failed)?;
+    let file = fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| failed(Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() { "a directory" } else { "a special file" };
+        return Err(ValidationError::NotAFile { item: item.into(), path: relative.into(), kind });
+    }
+    Ok(file)
+}
+
+/// SHA-256 of exactly `len` bytes of `reader`: fewer (the file shrank) is an error, and
+/// nothing past `len` is read (it may grow without end).
+pub fn hash_exactly(reader: impl Read, len: u64) -> io::Result<String> {
+    let mut counted = Counted { inner: reader.take(len), read: 0 };
+    let digest = hash_hex(&mut counted)?;
+    match counted.read == len {
+        true => Ok(digest),
+        false => {
+            Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("it ended after {} of {len} bytes", counted.read)))
         }
     }
-    Ok(path)
+}
+
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 /// SHA-256 of everything `reader` yields, lowercase hex; streams, so shards of any size fit.

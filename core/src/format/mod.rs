@@ -5,5 +5,7 @@
 mod io;
 mod manifest;
 
-pub use io::{hash_hex, read_manifest, resolve_in_core, Core, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES};
+pub use io::{
+    hash_exactly, hash_hex, open_in_core, read_manifest, Core, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES,
+};
 pub use manifest::*;

@@ -3,7 +3,6 @@
 //! and how fast page-locked memory copies to the device.
 
 use std::{
-    fs::File,
     io::Read,
     sync::atomic::{AtomicU64, AtomicUsize, Ordering},
     time::Instant,
@@ -49,7 +48,8 @@ fn read_gbps(core: &Core, staging: Staging) -> Result<f64, ReplayError> {
                             break;
                         }
                         let io = |source| ReplayError::Shard { index: s.index, file: s.file.clone(), source };
-                        let mut file = File::open(core.path_of(&s.file)).map_err(io)?.take(want);
+                        let opened = core.open_file(&s.file, "shard").map_err(|e| io(std::io::Error::other(e)))?;
+                        let mut file = opened.take(want);
                         while file.read(&mut chunk).map_err(io)? > 0 {}
                         total += want;
                     }

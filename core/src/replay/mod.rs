@@ -12,7 +12,7 @@ mod floors;
 mod rebuild;
 mod upload;
 
-use std::{collections::HashMap, fs, time::Instant};
+use std::{collections::HashMap, time::Instant};
 
 use bytesize::ByteSize;
 
@@ -289,12 +289,27 @@ impl Restored {
     }
 }
 
+/// A module's image as validated: the bytes read now must hash to the manifest's digest,
+/// so a file swapped since validation never reaches the driver.
+fn module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
+    let unreadable = |e: String| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id));
+    let file = core.open_file(&module.file, "module").map_err(|e| unreadable(e.to_string()))?;
+    let mut image = Vec::new();
+    let limit = crate::validate::MAX_MODULE_BYTES + 1;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut image)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let digest = crate::format::hash_hex(image.as_slice()).map_err(|e| unreadable(e.to_string()))?;
+    if digest != module.sha256 {
+        return Err(unreadable(format!("it changed since the core was validated (SHA-256 {digest})")).into());
+    }
+    Ok(image)
+}
+
 /// Loads every module and checks each recorded layout against the driver's.
 fn load_modules(core: &Core, ctx: &Context) -> Result<rebuild::Functions, ReplayError> {
     let mut functions = HashMap::new();
     for module in &core.manifest().modules {
-        let image = fs::read(core.path_of(&module.file))
-            .map_err(|e| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id)))?;
+        let image = module_image(core, module)?;
         let loaded = Module::load(ctx, &image)?;
         for f in &module.functions {
             let function = loaded.function(&f.name)?;

@@ -10,7 +10,6 @@
 
 use std::{
     collections::VecDeque,
-    fs::File,
     io::Read,
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -174,7 +173,8 @@ fn read_shard<'p>(
 ) -> Result<(), ReplayError> {
     let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
     let changed = |what: String| io(std::io::Error::other(format!("changed since the core was validated: {what}")));
-    let mut file = File::open(core.path_of(&shard.file)).map_err(io)?;
+    let mut file =
+        core.open_file(&shard.file, &format!("shard {}", shard.index)).map_err(|e| io(std::io::Error::other(e)))?;
     let mut hasher = Sha256::new();
     // The file holds the shard's stored ranges one after another; each goes to its place.
     for range in core.manifest().stored_ranges(shard) {
