@@ -8,6 +8,15 @@ use plotters::prelude::*;
 
 use crate::{escape, RunColumn};
 
+/// Values beyond ±this are drawn at it: an axis must have a span that is a finite number
+/// (1.7e308 and 1.0 would make it infinite, and the axis labels would never end).
+const AXIS_LIMIT: f64 = 1e300;
+
+/// Where a value is drawn, if anywhere: finite values only, within the axis limit.
+fn drawn(v: f64) -> Option<f64> {
+    v.is_finite().then(|| v.clamp(-AXIS_LIMIT, AXIS_LIMIT))
+}
+
 /// Lines drawn per plot; the cases beyond it are named under the plot.
 const MAX_SERIES: usize = 8;
 const SIZE: (u32, u32) = (640, 320);
@@ -28,7 +37,7 @@ impl Metric<'_> {
     }
 
     fn range(&self) -> (f64, f64) {
-        let values = self.series.values().flatten().flatten().copied().filter(|v| v.is_finite());
+        let values = self.series.values().flatten().flatten().copied().filter_map(drawn);
         let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
         let pad = ((hi - lo) * 0.08).max(hi.abs() * 1e-6).max(1e-12);
         (lo - pad, hi + pad)
@@ -100,7 +109,7 @@ fn plot(name: &str, metric: &Metric<'_>, runs: usize) -> Result<String, String> 
             let points: Vec<(f64, f64)> = values
                 .iter()
                 .enumerate()
-                .filter_map(|(run, v)| v.filter(|v| v.is_finite()).map(|v| ((run + 1) as f64, v)))
+                .filter_map(|(run, v)| v.and_then(drawn).map(|v| ((run + 1) as f64, v)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))

@@ -81,3 +81,15 @@ fn regressions_and_flakes_are_marked_and_changed_cases_come_first() {
     // restore-total-s moved for one case: plotted, not listed as unchanged.
     assert!(html.contains("1 metrics moved across the runs") && html.contains("<svg"));
 }
+
+/// Any finite value plots: extremes that would make an axis span infinite are drawn at
+/// the axis limit, and the page is written (it used to never end).
+#[test]
+fn extreme_finite_values_are_drawn_within_a_finite_axis() {
+    for (a, b) in [(1.7e308, 1.0), (-1.7e308, 1.7e308), (f64::MIN_POSITIVE, 0.0), (5e-324, 1e-323)] {
+        let one = night("2026-11-29T02:00:00Z", vec![record("replay/x", Status::Passed, a)]);
+        let two = night("2026-11-30T02:00:00Z", vec![record("replay/x", Status::Passed, b)]);
+        let html = page(vec![one, two]);
+        assert!(html.contains("1 metrics moved across the runs") && html.contains("<svg"), "{a} {b}");
+    }
+}
