@@ -78,3 +78,39 @@ fn a_case_that_failed_tonight_fails_the_gate_and_is_named() {
     let comparison = std::fs::read_to_string(gate.join("compare.md")).unwrap();
     assert!(comparison.contains(failed.as_str()), "compare.md does not name {failed}:\n{comparison}");
 }
+
+/// A nightly that skips cases on purpose merges (the parts' `--skip`s are read back) and
+/// passes its gate when the gate allows the skipped cases to be absent.
+#[test]
+fn partitions_that_skip_cases_merge_and_gate_with_allow_removed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (parts, gate) = (scratch.path().join("parts"), scratch.path().join("nightly"));
+    for k in ["1", "2"] {
+        let args = ["partition", k, "2", parts.to_str().unwrap(), "--skip", "cpu/flags/"];
+        let ran = nightly(&args.map(Path::new));
+        assert!(ran.status.success(), "partition {k}: {}", String::from_utf8_lossy(&ran.stderr));
+    }
+    let base = baseline(&scratch.path().join("base"));
+    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate]);
+    assert_eq!(ran.status.code(), Some(exit_codes::REGRESSION), "skipped cases are absent from the gate's view");
+    let ran = nightly(&[Path::new("gate"), &parts, &base, &gate, Path::new("--allow-removed")]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(report(&gate.join("report.json")).cases.iter().all(|c| !c.id.as_str().starts_with("cpu/flags/")));
+}
+
+/// A runner that must have an arch and has it not (no machine has sm_1) fails its
+/// partition before any case.
+#[test]
+fn a_partition_on_a_runner_without_the_required_arch_fails() {
+    let scratch = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ci/nightly.sh");
+    let ran = Command::new("bash")
+        .arg(script)
+        .args(["partition", "1", "2"])
+        .arg(scratch.path())
+        .env("GNOMON", env!("CARGO_BIN_EXE_gnomon"))
+        .env("GNOMON_REQUIRE_ARCH", "sm_1")
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(exit_codes::PRECONDITION), "{}", String::from_utf8_lossy(&ran.stderr));
+}
