@@ -301,6 +301,10 @@ pub enum ReplayError {
     Shard { index: u32, file: String, source: std::io::Error },
     #[error(transparent)]
     Param(#[from] ParamError),
+    #[error(
+        "buffer `{buffer}` is declared {contents}, but after the upload {differing} of its bytes are not {expected}"
+    )]
+    Contents { buffer: String, contents: &'static str, expected: &'static str, differing: u64 },
     #[error("template `{template}` wrote weight buffer `{buffer}` (its checksum changed during the launch)")]
     WeightWritten { template: String, buffer: String },
     #[error(transparent)]

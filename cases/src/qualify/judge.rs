@@ -13,7 +13,7 @@ use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
     format::Core,
-    replay::{replay_launching, Executables, OutputCheck, ReplayReport, StageFailure},
+    replay::{replay_launching, Executables, Launches, OutputCheck, ReplayReport, StageFailure},
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
@@ -61,12 +61,15 @@ struct Verdicts {
     records: HashMap<String, CaseRecord>,
     /// Why the cases still without a record were never judged.
     unjudged: String,
+    /// The restore completed: from then on every case can be judged, and one left
+    /// without a verdict is the judge's failure, never a blocked case.
+    restored: bool,
 }
 
 impl Verdicts {
     fn new(prefix: &str, cases: Vec<Case>) -> Self {
         let unjudged = "the qualification stopped before it".into();
-        Self { prefix: prefix.into(), cases, records: HashMap::new(), unjudged }
+        Self { prefix: prefix.into(), cases, records: HashMap::new(), unjudged, restored: false }
     }
 
     fn id(&self, suffix: &str) -> String {
@@ -98,9 +101,17 @@ impl Verdicts {
         self.set(suffix, Ok(Metrics::new()));
     }
 
+    /// Every case's record: those never judged are blocked with the reason, or failed
+    /// when the restore had completed (nothing stood in their way).
     fn finish(self) -> Vec<CaseRecord> {
-        let Self { cases, mut records, unjudged, .. } = self;
-        let unjudged = |c: &Case| c.record(Status::Blocked, Some(unjudged.clone()));
+        let Self { cases, mut records, unjudged, restored, .. } = self;
+        let unjudged = |c: &Case| match restored {
+            true => c.record(
+                Status::Failed,
+                Some("the restore completed but the judge gave this case no verdict (a bug in gnomon)".into()),
+            ),
+            false => c.record(Status::Blocked, Some(unjudged.clone())),
+        };
         cases.iter().map(|c| records.remove(c.id.as_str()).unwrap_or_else(|| unjudged(c))).collect()
     }
 }
@@ -121,7 +132,8 @@ fn judge(
     let ctx = Context::new(ordinal).map_err(|e| format!("open device {ordinal}: {e}"))?;
     let before = vec![("open", opened), ("context", started.elapsed().as_secs_f64() - opened)];
     let window_start = unix_now();
-    let replayed = replay_launching(&core, &ctx, Executables::Rebuild, profile.launches);
+    let launches = Launches { each: profile.launches, again_under_second_poison: true };
+    let replayed = replay_launching(&core, &ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
         v.set("device", on_rank_device(&ctx, rank));
@@ -160,28 +172,28 @@ fn judge_replay(
     let seconds = |names: &[&str]| stages.iter().filter(|(n, _)| names.contains(n)).map(|(_, s)| s).sum::<f64>();
     for (case, names) in [
         ("map", &["reserve-and-map"][..]),
-        ("upload", &["poison", "upload", "writable-copies"]),
+        ("upload", &["poison", "upload", "contents-check", "writable-copies"]),
         ("modules", &["module-load"]),
     ] {
         v.pass(case);
         v.amend(case, |r| r.duration_s = seconds(names));
     }
-    let templates = &core.manifest().templates;
-    for t in templates {
-        v.pass(&format!("template={}/rebuild", t.name));
-        v.pass(&format!("template={}/instantiate", t.name));
-        let tolerance = |buffer: &str| profile.tolerance(&t.name, buffer);
-        let judged = outputs_of(core, report, &t.name, &tolerance);
-        v.set(&format!("template={}/outputs", t.name), judged);
-    }
-    v.set("determinism", deterministic(&report.outputs, profile.launches));
-    v.set(
-        "weights-unchanged",
-        Ok(Metrics::from([measured("launches-checked", (templates.len() as u32 * profile.launches) as f64, "1")])),
-    );
-    let unchecked = |name: &str| core.manifest().unchecked.iter().any(|u| u.template == name);
-    let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).filter(|n| !unchecked(n)).collect();
-    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, &report.outputs));
+    let m = core.manifest();
+    let facts: Vec<TemplateFacts> = m
+        .templates
+        .iter()
+        .map(|t| TemplateFacts {
+            name: &t.name,
+            unchecked: m.unchecked.iter().find(|u| u.template == t.name).map(|u| u.reason.as_str()),
+            expected: m.expectations.iter().filter(|e| e.template == t.name).map(|e| e.outputs.len()).sum(),
+        })
+        .collect();
+    let launched = Launched { outputs: &report.outputs, repoisoned: &report.repoisoned, launches: profile.launches };
+    let reference = |template: &str| {
+        let tolerance = |buffer: &str| profile.tolerance(template, buffer);
+        within_reference(core, report, template, &tolerance)
+    };
+    judge_templates(v, &facts, &launched, &reference);
     let metrics = replay_metrics(core, report, None, &stages);
     for (metric, budget) in budgets {
         let case = format!("budget/{metric}");
@@ -203,44 +215,127 @@ fn judge_replay(
     Ok(())
 }
 
-/// A template's first-launch outputs: bitwise against the original run, then against the
-/// CPU reference the core names. A template with nothing expected has nothing checked.
-fn outputs_of(
-    core: &Core,
-    report: &ReplayReport,
-    template: &str,
-    tolerance: &dyn Fn(&str) -> Option<f64>,
-) -> Result<Metrics, Verdict> {
-    let m = core.manifest();
-    if let Some(u) = m.unchecked.iter().find(|u| u.template == template) {
-        return Err(Verdict::Skipped(format!("the core declares it unchecked: {}", u.reason)));
+/// What the judge knows of a template from the manifest.
+struct TemplateFacts<'a> {
+    name: &'a str,
+    /// The reason the core gives for leaving it unchecked.
+    unchecked: Option<&'a str>,
+    /// How many outputs the core expects of it.
+    expected: usize,
+}
+
+/// What a completed restore launched: every launch's outputs, and one more launch of each
+/// template after the undefined buffers were poisoned with another pattern.
+struct Launched<'a> {
+    outputs: &'a [OutputCheck],
+    repoisoned: &'a [OutputCheck],
+    launches: u32,
+}
+
+/// After a completed restore, every template gets its rebuild, instantiate and outputs
+/// verdicts, and the core its determinism, weights, checker and poison verdicts.
+/// `reference` holds a template's outputs against the CPU reference the core names.
+fn judge_templates(
+    v: &mut Verdicts,
+    templates: &[TemplateFacts],
+    launched: &Launched,
+    reference: &dyn Fn(&str) -> Result<f32, Verdict>,
+) {
+    v.restored = true;
+    for t in templates {
+        v.pass(&format!("template={}/rebuild", t.name));
+        v.pass(&format!("template={}/instantiate", t.name));
+        v.set(&format!("template={}/outputs", t.name), outputs_of(t, launched.outputs, reference));
     }
-    let expected = m.expectations.iter().filter(|e| e.template == template).map(|e| e.outputs.len()).sum::<usize>();
-    digests_match(template, &report.outputs)?;
-    let worst = within_reference(core, report, template, tolerance)?;
+    let checked: Vec<&TemplateFacts> = templates.iter().filter(|t| t.unchecked.is_none()).collect();
+    v.set("determinism", deterministic(&checked, launched));
+    let launches_checked = templates.len() as u32 * launched.launches;
+    v.set("weights-unchanged", Ok(Metrics::from([measured("launches-checked", launches_checked as f64, "1")])));
+    let names: Vec<&str> = checked.iter().map(|t| t.name).collect();
+    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, launched.outputs));
+    v.set("poison-independence", poison_independent(&checked, launched));
+}
+
+/// A template's first-launch outputs: every expected one present, bitwise against the
+/// original run, then against the CPU reference the core names. An unchecked template is
+/// skipped with the core's reason.
+fn outputs_of(
+    t: &TemplateFacts,
+    outputs: &[OutputCheck],
+    reference: &dyn Fn(&str) -> Result<f32, Verdict>,
+) -> Result<Metrics, Verdict> {
+    if let Some(reason) = t.unchecked {
+        return Err(Verdict::Skipped(format!("the core declares it unchecked: {reason}")));
+    }
+    let given = outputs.iter().filter(|o| o.template == t.name && o.launch == 0).count();
+    if given != t.expected {
+        return Err(Verdict::Failed(format!(
+            "template `{}` gave {given} of its {} expected outputs",
+            t.name, t.expected
+        )));
+    }
+    digests_match(t.name, outputs)?;
+    let worst = reference(t.name)?;
     Ok(Metrics::from([
-        measured("outputs-compared", expected as f64, "1"),
+        measured("outputs-compared", t.expected as f64, "1"),
         measured("reference-max-scaled-diff", worst as f64, "1"),
     ]))
 }
 
-/// Every launch of a template gave the outputs its first launch gave.
-fn deterministic(outputs: &[OutputCheck], launches: u32) -> Result<Metrics, Verdict> {
-    let first: HashMap<(&str, &str), &str> = outputs
-        .iter()
-        .filter(|o| o.launch == 0)
-        .map(|o| ((o.template.as_str(), o.buffer.as_str()), o.actual_sha256.as_str()))
-        .collect();
-    for o in outputs.iter().filter(|o| o.launch > 0) {
-        let at_first = first.get(&(o.template.as_str(), o.buffer.as_str())).copied().unwrap_or("nothing");
-        if o.actual_sha256 != at_first {
-            return Err(Verdict::Failed(format!(
-                "template `{}` output `{}`: launch {} gave SHA-256 {}, launch 0 gave {at_first}",
-                o.template, o.buffer, o.launch, o.actual_sha256
-            )));
+/// Every launch of every checked template gave the outputs its first launch gave, and
+/// every launch is there: launches 0..N of each expected output, once each.
+fn deterministic(templates: &[&TemplateFacts], launched: &Launched) -> Result<Metrics, Verdict> {
+    for t in templates {
+        let mine: Vec<&OutputCheck> = launched.outputs.iter().filter(|o| o.template == t.name).collect();
+        for first in mine.iter().filter(|o| o.launch == 0) {
+            let mut seen: Vec<u32> = Vec::new();
+            for o in mine.iter().filter(|o| o.buffer == first.buffer) {
+                seen.push(o.launch);
+                if o.actual_sha256 != first.actual_sha256 {
+                    return Err(Verdict::Failed(format!(
+                        "template `{}` output `{}`: launch {} gave SHA-256 {}, launch 0 gave {}",
+                        t.name, o.buffer, o.launch, o.actual_sha256, first.actual_sha256
+                    )));
+                }
+            }
+            seen.sort_unstable();
+            if !seen.iter().copied().eq(0..launched.launches) {
+                return Err(Verdict::Failed(format!(
+                    "template `{}` output `{}`: launches {seen:?} were compared, not 0..{}",
+                    t.name, first.buffer, launched.launches
+                )));
+            }
         }
     }
-    Ok(Metrics::from([measured("launches-per-template", launches as f64, "1")]))
+    Ok(Metrics::from([measured("launches-per-template", launched.launches as f64, "1")]))
+}
+
+/// A template that reads memory it never wrote gives other outputs when that memory
+/// holds another pattern: after the undefined buffers were poisoned anew, each checked
+/// template's outputs must equal its first launch's.
+fn poison_independent(templates: &[&TemplateFacts], launched: &Launched) -> Result<Metrics, Verdict> {
+    let mut compared = 0;
+    let checked = |o: &&OutputCheck| o.launch == 0 && templates.iter().any(|t| t.name == o.template);
+    for first in launched.outputs.iter().filter(checked) {
+        let again = launched.repoisoned.iter().find(|o| o.template == first.template && o.buffer == first.buffer);
+        match again {
+            Some(o) if o.actual_sha256 == first.actual_sha256 => compared += 1,
+            Some(o) => {
+                return Err(Verdict::Failed(format!(
+                    "template `{}` output `{}` depends on memory it never wrote: SHA-256 {} under one poison \
+                     pattern, {} under another",
+                    first.template, first.buffer, first.actual_sha256, o.actual_sha256
+                )))
+            }
+            None => {
+                return Err(Verdict::Failed(format!(
+                    "template `{}` output `{}` was not launched again under the second poison pattern",
+                    first.template, first.buffer
+                )))
+            }
+        }
+    }
+    Ok(Metrics::from([measured("outputs-compared", compared as f64, "1")]))
 }
 
 /// The checker of this gnomon must fail a wrong digest of every output of every template:
@@ -339,7 +434,7 @@ fn phase_of(stage: &str) -> Option<usize> {
     Some(match stage {
         "context" => return None,
         "reserve-and-map" => 0,
-        "poison" | "upload" | "writable-copies" => 1,
+        "poison" | "upload" | "contents-check" | "writable-copies" => 1,
         "module-load" => 2,
         "rebuild" => 3,
         "instantiate" => 4,
@@ -387,6 +482,127 @@ mod tests {
         let got = statuses(StageFailure { stage: "launch", template: Some("b".into()), error });
         assert!(got.contains(&("template=b/outputs".into(), Status::Failed)));
         assert!(got.contains(&("template=a/outputs".into(), Status::Blocked)));
+    }
+
+    fn output(template: &str, launch: u32, digest: &str) -> OutputCheck {
+        OutputCheck {
+            template: template.into(),
+            buffer: "y".into(),
+            launch,
+            expected_sha256: "aa".repeat(32),
+            actual_sha256: digest.repeat(32),
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Three launches of every template, all as expected, and the same again under the
+    /// second poison; `change` plants what a test needs.
+    fn judged(
+        facts: &[TemplateFacts],
+        change: impl FnOnce(&mut Vec<OutputCheck>, &mut Vec<OutputCheck>),
+    ) -> Vec<(String, Status, Option<String>)> {
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &names, &Profile::default(), None));
+        let checked = facts.iter().filter(|t| t.unchecked.is_none());
+        let mut outputs: Vec<OutputCheck> =
+            checked.clone().flat_map(|t| (0..3).map(|l| output(t.name, l, "aa"))).collect();
+        let mut repoisoned: Vec<OutputCheck> = checked.map(|t| output(t.name, 0, "aa")).collect();
+        change(&mut outputs, &mut repoisoned);
+        let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
+        judge_templates(&mut v, facts, &launched, &|_| Ok(0.0));
+        let strip = |r: CaseRecord| (r.id.as_str().trim_start_matches("qualify/x/").to_owned(), r.status, r.reason);
+        v.finish().into_iter().map(strip).collect()
+    }
+
+    fn facts(unchecked_b: bool) -> Vec<TemplateFacts<'static>> {
+        let fact = |name, unchecked: Option<&'static str>| TemplateFacts { name, unchecked, expected: 1 };
+        vec![fact("a", None), fact("b", unchecked_b.then_some("reads the clock")), fact("c", None)]
+    }
+
+    fn status_of(got: &[(String, Status, Option<String>)], id: &str) -> (Status, String) {
+        let (_, status, reason) = got.iter().find(|(i, _, _)| i == id).unwrap_or_else(|| panic!("no {id}"));
+        (*status, reason.clone().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_completed_restore_judges_every_case() {
+        let got = judged(&facts(false), |_, _| {});
+        let not_passed: Vec<_> = got.iter().filter(|(_, s, _)| *s != Status::Passed).map(|(i, s, _)| (i, s)).collect();
+        // The caller sets the stage cases and `restore` (with the metrics) around the
+        // templates; here they are left without a verdict after a completed restore.
+        let around: Vec<String> = ["map", "upload", "modules", "restore"].map(String::from).to_vec();
+        assert_eq!(not_passed, around.iter().map(|i| (i, &Status::Failed)).collect::<Vec<_>>());
+    }
+
+    /// A judge that forgets a template after a completed restore (here: it is handed only
+    /// two of three) fails that template's cases; it never leaves them blocked.
+    #[test]
+    fn cases_left_without_a_verdict_after_a_restore_fail() {
+        let two = &facts(false)[..2];
+        let got = judged(two, |_, _| {});
+        for case in ["template=c/rebuild", "template=c/instantiate", "template=c/outputs"] {
+            let (status, reason) = status_of(&got, case);
+            assert_eq!(status, Status::Failed, "{case}");
+            assert!(reason.contains("gave this case no verdict"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_missing_last_template_fails_its_outputs_and_the_self_check() {
+        let got = judged(&facts(false), |outputs, repoisoned| {
+            outputs.retain(|o| o.template != "c");
+            repoisoned.retain(|o| o.template != "c");
+        });
+        assert_eq!(
+            status_of(&got, "template=c/outputs"),
+            (Status::Failed, "template `c` gave 0 of its 1 expected outputs".into())
+        );
+        assert_eq!(status_of(&got, "checker-rejects-wrong-outputs").0, Status::Failed);
+        assert_eq!(status_of(&got, "template=c/rebuild").0, Status::Passed);
+    }
+
+    /// Launch 0 differs from launches 1 and 2, which agree: only a check that compares the
+    /// first launch finds it. A launch that is missing fails too.
+    #[test]
+    fn determinism_compares_every_launch_with_the_first() {
+        let got = judged(&facts(false), |outputs, _| {
+            outputs
+                .iter_mut()
+                .filter(|o| o.template == "b" && o.launch == 0)
+                .for_each(|o| o.actual_sha256 = "bb".repeat(32));
+        });
+        let (status, reason) = status_of(&got, "determinism");
+        assert_eq!(status, Status::Failed);
+        assert!(reason.starts_with("template `b` output `y`: launch 1 gave SHA-256 aaaa"), "{reason}");
+        let got = judged(&facts(false), |outputs, _| outputs.retain(|o| !(o.template == "a" && o.launch == 1)));
+        assert_eq!(
+            status_of(&got, "determinism"),
+            (Status::Failed, "template `a` output `y`: launches [0, 2] were compared, not 0..3".into())
+        );
+    }
+
+    /// An unchecked template's outputs are skipped with the core's reason, and it is left
+    /// out of the checks that compare outputs.
+    #[test]
+    fn an_unchecked_template_is_skipped_never_passed() {
+        let got = judged(&facts(true), |_, _| {});
+        assert_eq!(
+            status_of(&got, "template=b/outputs"),
+            (Status::Skipped, "the core declares it unchecked: reads the clock".into())
+        );
+        for case in ["determinism", "checker-rejects-wrong-outputs", "poison-independence", "template=b/rebuild"] {
+            assert_eq!(status_of(&got, case).0, Status::Passed, "{case}");
+        }
+    }
+
+    #[test]
+    fn outputs_that_change_under_another_poison_fail_poison_independence() {
+        let got = judged(&facts(false), |_, repoisoned| repoisoned[2].actual_sha256 = "cc".repeat(32));
+        let (status, reason) = status_of(&got, "poison-independence");
+        assert_eq!(status, Status::Failed);
+        assert!(reason.starts_with("template `c` output `y` depends on memory it never wrote"), "{reason}");
+        let got = judged(&facts(false), |_, repoisoned| repoisoned.truncate(1));
+        assert!(status_of(&got, "poison-independence").1.contains("was not launched again"));
     }
 
     #[test]

@@ -57,7 +57,10 @@ pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, 
     for stage in ["rebuild", "instantiate", "outputs"] {
         suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
     }
-    suffixes.extend(["determinism", "weights-unchanged", "restore", "checker-rejects-wrong-outputs"].map(String::from));
+    suffixes.extend(
+        ["determinism", "weights-unchanged", "poison-independence", "restore", "checker-rejects-wrong-outputs"]
+            .map(String::from),
+    );
     suffixes.extend(profile.budgets_for(target_of(prefix)).into_keys().map(|metric| format!("budget/{metric}")));
     suffixes
         .into_iter()

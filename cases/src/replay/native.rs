@@ -67,12 +67,13 @@ impl StepOutcome {
 
 /// The stages that take a core from disk to every template ready to launch; their sum is
 /// `restore-total-s`.
-const RESTORE_STAGES: [&str; 9] = [
+const RESTORE_STAGES: [&str; 10] = [
     "open",
     "context",
     "reserve-and-map",
     "poison",
     "upload",
+    "contents-check",
     "writable-copies",
     "module-load",
     "rebuild",

@@ -14,3 +14,15 @@ extern "C" __global__ void checksum_words(const unsigned int* words, unsigned lo
     }
     atomicAdd(out, acc);
 }
+
+// How many 32-bit words differ from `pattern`: replay's check that zero buffers read back
+// as zero and undefined ones as poison after the upload.
+extern "C" __global__ void count_words_unlike(const unsigned int* words, unsigned long long count,
+                                              unsigned int pattern, unsigned long long* out) {
+    unsigned long long differ = 0;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        differ += words[i] != pattern;
+    }
+    if (differ) atomicAdd(out, differ);
+}

@@ -57,6 +57,9 @@ impl OutputCheck {
 pub struct ReplayReport {
     pub stages: StageTimes,
     pub outputs: Vec<OutputCheck>,
+    /// One more launch of each template after the undefined buffers were poisoned with
+    /// [`SECOND_POISON`], when asked for ([`Launches::again_under_second_poison`]).
+    pub repoisoned: Vec<OutputCheck>,
     pub uploaded: Uploaded,
     /// The first template's launch alone, by CUDA events.
     pub first_launch_s: f64,
@@ -87,7 +90,30 @@ pub enum Executables {
 }
 
 pub fn replay(core: &Core, ctx: &Context, executables: Executables) -> Result<ReplayReport, ReplayError> {
-    replay_launching(core, ctx, executables, 1).map_err(|f| f.error)
+    replay_launching(core, ctx, executables, Launches::default()).map_err(|f| f.error)
+}
+
+/// The byte the arena is filled with before the upload: every word a NaN, so a byte the
+/// upload failed to write, or memory a template reads before writing, shows.
+pub const POISON: u8 = 0xff;
+/// The byte undefined buffers are filled with for the poison-independence launch: a finite
+/// float pattern, so a template that reads them gives other outputs than under NaN.
+pub const SECOND_POISON: u8 = 0xa5;
+
+/// How a replay launches its templates.
+#[derive(Clone, Copy, Debug)]
+pub struct Launches {
+    /// Launches of each template, each from the loaded state (at least one).
+    pub each: u32,
+    /// Then poison the undefined buffers with [`SECOND_POISON`] and launch each template
+    /// once more: what a poison-independence check compares.
+    pub again_under_second_poison: bool,
+}
+
+impl Default for Launches {
+    fn default() -> Self {
+        Self { each: 1, again_under_second_poison: false }
+    }
 }
 
 /// Where a replay stopped: the stage, the template at fault when there is one, the error.
@@ -98,13 +124,13 @@ pub struct StageFailure {
     pub error: ReplayError,
 }
 
-/// [`replay`], launching each template `launches` times (at least once), each time from
-/// the loaded state: what a determinism check compares.
+/// [`replay`], launching as `launches` says: each template several times, each time from
+/// the loaded state (what a determinism check compares), and again under another poison.
 pub fn replay_launching(
     core: &Core,
     ctx: &Context,
     executables: Executables,
-    launches: u32,
+    launches: Launches,
 ) -> Result<ReplayReport, StageFailure> {
     let mut stages = Stages::default();
     restore_and_launch(core, ctx, executables, launches, &mut stages).map_err(|error| StageFailure {
@@ -119,7 +145,7 @@ fn restore_and_launch(
     core: &Core,
     ctx: &Context,
     executables: Executables,
-    launches: u32,
+    launches: Launches,
     stages: &mut Stages,
 ) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
@@ -128,6 +154,8 @@ fn restore_and_launch(
     let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     stages.time("poison", || poison(m, ctx))?;
     let uploaded = stages.time("upload", || upload::shards(core, ctx, Staging::default()))?;
+    let checksummer = stages.time("contents-check", || checksum::Checksummer::new(ctx))?;
+    stages.time("contents-check", || check_contents(m, ctx, &checksummer))?;
     let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = match executables {
@@ -138,8 +166,17 @@ fn restore_and_launch(
             stages.time("instantiate", || plan(m, instantiate(m, &graphs)?))?
         }
     };
-    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.max(1), stages)?;
-    Ok(ReplayReport { stages: std::mem::take(&mut stages.times), outputs, uploaded, first_launch_s, arena })
+    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
+    let mut repoisoned = Vec::new();
+    if launches.again_under_second_poison {
+        // Timed apart: this launch is a check of the core, not part of the restore.
+        let started = Instant::now();
+        arena.poison_undefined(m, SECOND_POISON)?;
+        repoisoned = launch_all(ctx, m, &arena, &plan, 1, &checksummer, &mut Stages::default())?.0;
+        stages.add("poison-independence", started.elapsed().as_secs_f64());
+    }
+    let stages = std::mem::take(&mut stages.times);
+    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, arena })
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -229,13 +266,32 @@ fn poison(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     for s in &m.shards {
         // SAFETY: each shard of the validated core is mapped (by `map_arena`, or by the
         // exporter for handed executables); shard sizes are multiples of the granularity.
-        unsafe { stream.memset_u32(m.arena.base + s.offset, u32::MAX, s.size / 4) }?;
+        unsafe { stream.memset_u32(m.arena.base + s.offset, u32::from_ne_bytes([POISON; 4]), s.size / 4) }?;
     }
     for b in m.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
         // SAFETY: a buffer of the validated core lies inside the mapped arena.
         unsafe { stream.memset_u8(m.arena.base + b.offset, 0, b.size) }?;
     }
     Ok(stream.synchronize()?)
+}
+
+/// After the upload, every `zero` buffer reads back as zero and every `undefined` one as
+/// poison, on the device: a buffer the restore left holding anything else fails it.
+fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksummer) -> Result<(), ReplayError> {
+    let stream = ctx.stream()?;
+    for b in m.buffers.iter().filter(|b| b.size > 0) {
+        let (contents, expected, byte) = match b.contents {
+            BufferContents::Zero => ("zero", "zero", 0),
+            BufferContents::Undefined => ("undefined", "poison", POISON),
+            BufferContents::Stored => continue,
+        };
+        // SAFETY: a buffer of the validated core lies inside the mapped arena.
+        let differing = unsafe { checksummer.bytes_unlike(&stream, m.arena.base + b.offset, b.size, byte) }?;
+        if differing > 0 {
+            return Err(ReplayError::Contents { buffer: b.name.clone(), contents, expected, differing });
+        }
+    }
+    Ok(())
 }
 
 /// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
@@ -261,6 +317,19 @@ impl Restored {
         stream.synchronize()?;
         let buffers = m.buffers.iter().map(|b| (b.name.clone(), b.clone())).collect();
         Ok(Self { _mapping: mapping, ctx: ctx.clone(), base: m.arena.base, buffers, writable })
+    }
+
+    /// Fills every undefined buffer, and its copy that resets restore, with `byte`.
+    fn poison_undefined(&self, m: &Manifest, byte: u8) -> Result<(), ReplayError> {
+        let stream = self.ctx.stream()?;
+        for (b, copy) in self.writable.iter().filter(|(b, _)| b.contents == BufferContents::Undefined) {
+            // SAFETY: the buffer lies in the mapped arena; `copy` was allocated with its size.
+            unsafe {
+                stream.memset_u8(m.arena.base + b.offset, byte, b.size)?;
+                stream.memset_u8(copy.ptr(), byte, b.size)?;
+            }
+        }
+        Ok(stream.synchronize()?)
     }
 
     /// Enqueues the copies that put every writable buffer back as loaded.
@@ -358,11 +427,11 @@ fn launch_all(
     arena: &Restored,
     plan: &ReplayPlan<GraphExec>,
     launches: u32,
+    checksummer: &checksum::Checksummer,
     stages: &mut Stages,
 ) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
     let stream = ctx.stream()?;
     let weights: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
-    let checksummer = stages.time("weights-check", || checksum::Checksummer::new(ctx))?;
     // SAFETY (here and below): weight buffers lie in the validated, mapped arena.
     let checksums = || weights.iter().map(|b| unsafe { checksummer.of(&stream, arena.address(b), b.size) });
     let loaded = stages.time("weights-check", || checksums().collect::<Result<Vec<_>, _>>())?;
