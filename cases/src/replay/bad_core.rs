@@ -90,6 +90,35 @@ pub fn cases() -> Vec<Case> {
             edit_manifest(dir, |m| m.expectations[0].reference = Some("elementwsie".into()))?;
             judged_failed(dir, "CPU reference `elementwsie`")
         }),
+        bad_core_case("recorded-by-newer-driver-refused", |dir| {
+            let newer = driver()? + 10;
+            edit_manifest(dir, |m| m.context.driver_version = newer)?;
+            let core = Core::open(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            refused(replay(&core, &ctx, Executables::Rebuild), |e| {
+                matches!(e, ReplayError::ContextMismatch { what: "driver version", .. })
+            })
+            .map(drop)
+        }),
+        bad_core_case("recorded-by-older-driver-accepted", |dir| {
+            let older = driver()? - 10;
+            edit_manifest(dir, |m| m.context.driver_version = older)?;
+            let core = Core::open(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            replay(&core, &ctx, Executables::Rebuild)
+                .map(drop)
+                .map_err(|e| Verdict::Failed(format!("a core recorded by driver {older} was refused: {e}")))
+        }),
+        bad_core_case("recorded-on-another-arch-refused", |dir| {
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let other = if ctx.info().sm == 80 { 90 } else { 80 };
+            edit_manifest(dir, |m| m.context.sm = other)?;
+            let core = Core::open(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+            refused(replay(&core, &ctx, Executables::Rebuild), |e| {
+                matches!(e, ReplayError::ContextMismatch { what: "SM", .. })
+            })
+            .map(drop)
+        }),
         bad_core_case("no-expectations", |dir| {
             edit_manifest(dir, |m| m.expectations.clear())?;
             refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::Unchecked { .. }))).map(drop)
@@ -106,6 +135,11 @@ pub fn cases() -> Vec<Case> {
         cases.push(bad_core_of("decode", &format!("wrong-digest-template={slug}"), body));
     }
     cases
+}
+
+/// The driver's CUDA version as the manifest records it (13000 for 13.0).
+fn driver() -> Result<u32, Verdict> {
+    gnomon_core::cuda::driver_version().map_err(|e| Verdict::Blocked(format!("ask the driver its version: {e}")))
 }
 
 /// Replaces the expected digest of the decode core's template at `position` and expects

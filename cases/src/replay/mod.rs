@@ -1,11 +1,13 @@
 //! `replay/`: export from retained templates and native replay at fixed addresses, over
 //! shard cap {64 GiB, 64 MiB} × handover {exit, direct} × workload; bad cores refused on
-//! the GPU path; and the smallest reservation the driver places where asked.
+//! the GPU path; the smallest reservation the driver places where asked; and the upload
+//! with its copies lagging the readers.
 
 mod bad_core;
 pub(crate) mod native;
 mod pipeline;
 mod reservation;
+mod upload;
 
 use std::{path::Path, process::Command};
 
@@ -39,6 +41,7 @@ pub fn cases(nightly: bool) -> Vec<Case> {
     }
     cases.extend(bad_core::cases());
     cases.extend(reservation::cases());
+    cases.extend(upload::cases());
     cases
 }
 

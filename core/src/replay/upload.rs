@@ -21,7 +21,7 @@ use std::{
 use sha2::{Digest, Sha256};
 
 use crate::{
-    cuda::{Context, Event, PinnedHost},
+    cuda::{Context, Event, PinnedHost, Stream},
     errors::ReplayError,
     format::{Core, Shard},
 };
@@ -60,6 +60,12 @@ enum Message<'a> {
 
 /// Uploads every shard of `core` into the mapped arena.
 pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
+    shards_on(core, ctx, staging, &ctx.stream()?)
+}
+
+/// [`shards`] with the copies enqueued on `stream`, behind whatever it already holds: a
+/// test that makes the copies lag the readers puts a long kernel there first.
+pub fn shards_on(core: &Core, ctx: &Context, staging: Staging, stream: &Stream) -> Result<Uploaded, ReplayError> {
     let started = Instant::now();
     let shards = &core.manifest().shards;
     // No more page-locked memory than the arena needs: pinning costs time too.
@@ -67,7 +73,6 @@ pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, 
     let chunks: u64 = m.shards.iter().map(|s| m.stored_len(s).div_ceil(staging.slot_bytes as u64)).sum();
     let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
     let mut pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
-    let stream = ctx.stream()?;
     let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
     let (free_tx, free_rx) = mpsc::channel::<&mut [u8]>();
     pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
@@ -89,7 +94,7 @@ pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, 
             });
         }
         drop(tx);
-        let mut copies = Copies { stream: &stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
+        let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
         let mut failure = None;
         loop {
             let message = match rx.try_recv() {

@@ -1,0 +1,78 @@
+//! `replay/upload/`: the streaming upload where the ordinary runs never take it. Copies
+//! that lag the readers, behind a kernel that keeps the stream busy, with two small
+//! staging slots reused for every chunk: a slot lent again before its copy has run would
+//! be refilled under the copy, and the device would hold other bytes than the file.
+
+use gnomon_core::{
+    cuda::{ArenaMapping, Context, CudaError},
+    format::Core,
+    params::ParamBlob,
+    replay::{upload_on, Staging},
+};
+use gnomon_fixtures::kernels::FILL;
+
+use crate::{accepted, measured, Case, Verdict};
+
+/// Clock cycles the stream is kept busy for: about 0.1 s at the H200's 1.98 GHz.
+const BUSY_CYCLES: u64 = 200_000_000;
+const SLOT_BYTES: usize = 64 << 10;
+
+pub fn cases() -> Vec<Case> {
+    vec![Case::gpu("replay/upload/copies-lag-readers", super::CLAIM, |ctx| {
+        let (_scratch, dir) = super::exported_core("elementwise")?;
+        let core = Core::open(&dir).map_err(|e| Verdict::Failed(format!("the exported core: {e}")))?;
+        let m = core.manifest();
+        let gpu = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
+        let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
+        let _mapping = accepted(ArenaMapping::map(&gpu, &shards), "map the arena")?;
+        let stream = accepted(gpu.stream(), "make a stream")?;
+        keep_busy(&gpu, &stream)?;
+        let staging = Staging { slot_bytes: SLOT_BYTES, slots: 2, readers: 2 };
+        let uploaded = upload_on(&core, &gpu, staging, &stream).map_err(|e| Verdict::Failed(e.to_string()))?;
+        accepted(stream.synchronize(), "wait for the copies")?;
+        let compared = device_equals_files(&core, &gpu)?;
+        let chunks = (uploaded.bytes as f64 / SLOT_BYTES as f64).ceil();
+        ctx.metrics([measured("chunks", chunks, "1"), measured("bytes-compared", compared as f64, "B")].into());
+        Ok(())
+    })]
+}
+
+/// Enqueues the `spin` fixture on `stream`, so what is queued next waits for it.
+fn keep_busy(gpu: &Context, stream: &gnomon_core::cuda::Stream) -> Result<(), Verdict> {
+    let blocked = |e: CudaError| Verdict::Blocked(format!("fixture `spin`: {e}"));
+    let (module, _) = gnomon_core::cuda::Module::compile(gpu, FILL.name, FILL.source).map_err(blocked)?;
+    let spin = module.function("spin").map_err(blocked)?;
+    let params = ParamBlob::new(spin.layout())
+        .set(0, &BUSY_CYCLES.to_le_bytes())
+        .map_err(|e| Verdict::Blocked(e.to_string()))?;
+    accepted(stream.launch(&spin, [1, 1, 1], [1, 1, 1], 0, &params.into_bytes()), "launch `spin`")
+}
+
+/// Every stored byte of every shard, read back from the device, equals the file's.
+fn device_equals_files(core: &Core, gpu: &Context) -> Result<u64, Verdict> {
+    let m = core.manifest();
+    let mut compared = 0;
+    for shard in &m.shards {
+        let mut file = core.open_file(&shard.file, "shard").map_err(|e| Verdict::Blocked(e.to_string()))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| Verdict::Blocked(e.to_string()))?;
+        let mut at = 0usize;
+        for range in m.stored_ranges(shard) {
+            let len = (range.end - range.start) as usize;
+            // SAFETY: a stored range of the validated core lies in the arena mapped above.
+            let device = accepted(unsafe { gpu.read(m.arena.base + range.start, len as u64) }, "read the arena back")?;
+            if let Some(i) = device.iter().zip(&bytes[at..at + len]).position(|(d, f)| d != f) {
+                return Err(Verdict::Failed(format!(
+                    "shard {} byte {} on the device is {:#04x}, the file's is {:#04x}: a staging slot was \
+                     refilled before its copy ran",
+                    shard.index,
+                    at + i,
+                    device[i],
+                    bytes[at + i]
+                )));
+            }
+            (at, compared) = (at + len, compared + len as u64);
+        }
+    }
+    Ok(compared)
+}
