@@ -1,7 +1,9 @@
 //! `replay/upload/`: the streaming upload where the ordinary runs never take it. Copies
-//! that lag the readers, behind a kernel that keeps the stream busy, with two small
-//! staging slots reused for every chunk: a slot lent again before its copy has run would
-//! be refilled under the copy, and the device would hold other bytes than the file.
+//! that lag the readers, behind a kernel that keeps the stream busy, with two staging
+//! slots reused for every chunk: a slot lent again before its copy has run would be
+//! refilled under the copy, and the device would hold other bytes than the file. The
+//! slots are 1 MiB: the driver takes copies of 64 KiB and less from pinned memory when
+//! they are enqueued, so smaller slots could not show the fault (seen on the H200).
 
 use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError},
@@ -15,7 +17,7 @@ use crate::{accepted, measured, Case, Verdict};
 
 /// Clock cycles the stream is kept busy for: about 0.1 s at the H200's 1.98 GHz.
 const BUSY_CYCLES: u64 = 200_000_000;
-const SLOT_BYTES: usize = 64 << 10;
+const SLOT_BYTES: usize = 1 << 20;
 
 pub fn cases() -> Vec<Case> {
     vec![Case::gpu("replay/upload/copies-lag-readers", super::CLAIM, |ctx| {
