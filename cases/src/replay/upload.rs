@@ -6,10 +6,10 @@
 //! they are enqueued, so smaller slots could not show the fault (seen on the H200).
 
 use gnomon_core::{
-    cuda::{ArenaMapping, Context, CudaError},
+    cuda::{ArenaMapping, Context, CudaError, Function, Module, Stream},
     format::Core,
     params::ParamBlob,
-    replay::{upload_on, Staging},
+    replay::{Staging, Upload},
 };
 use gnomon_fixtures::kernels::FILL;
 
@@ -28,26 +28,43 @@ pub fn cases() -> Vec<Case> {
         let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
         let _mapping = accepted(ArenaMapping::map(&gpu, &shards), "map the arena")?;
         let stream = accepted(gpu.stream(), "make a stream")?;
-        keep_busy(&gpu, &stream)?;
+        let spin = Spin::load(&gpu)?;
         let staging = Staging { slot_bytes: SLOT_BYTES, slots: 2, readers: 2 };
-        let uploaded = upload_on(&core, &gpu, staging, &stream).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let upload = Upload::prepare(&core, &gpu, staging).map_err(|e| Verdict::Blocked(e.to_string()))?;
+        spin.keep_busy(&stream)?;
+        let uploaded = upload.run(&stream).map_err(|e| Verdict::Failed(e.to_string()))?;
         accepted(stream.synchronize(), "wait for the copies")?;
         let compared = device_equals_files(&core, &gpu)?;
         let chunks = (uploaded.bytes as f64 / SLOT_BYTES as f64).ceil();
-        ctx.metrics([measured("chunks", chunks, "1"), measured("bytes-compared", compared as f64, "B")].into());
+        // An upload that took less than the spin did not wait for it: the copies never lagged.
+        let lagged = measured("upload-behind-spin-s", uploaded.seconds, "s");
+        ctx.metrics([measured("chunks", chunks, "1"), measured("bytes-compared", compared as f64, "B"), lagged].into());
         Ok(())
     })]
 }
 
-/// Enqueues the `spin` fixture on `stream`, so what is queued next waits for it.
-fn keep_busy(gpu: &Context, stream: &gnomon_core::cuda::Stream) -> Result<(), Verdict> {
-    let blocked = |e: CudaError| Verdict::Blocked(format!("fixture `spin`: {e}"));
-    let (module, _) = gnomon_core::cuda::Module::compile(gpu, FILL.name, FILL.source).map_err(blocked)?;
-    let spin = module.function("spin").map_err(blocked)?;
-    let params = ParamBlob::new(spin.layout())
-        .set(0, &BUSY_CYCLES.to_le_bytes())
-        .map_err(|e| Verdict::Blocked(e.to_string()))?;
-    accepted(stream.launch(&spin, [1, 1, 1], [1, 1, 1], 0, &params.into_bytes()), "launch `spin`")
+/// The `spin` fixture, loaded before the upload is prepared and kept loaded until its
+/// copies are done: loading and unloading a module may wait for the device.
+struct Spin {
+    _module: Module,
+    function: Function,
+}
+
+impl Spin {
+    fn load(gpu: &Context) -> Result<Self, Verdict> {
+        let blocked = |e: CudaError| Verdict::Blocked(format!("fixture `spin`: {e}"));
+        let (module, _) = Module::compile(gpu, FILL.name, FILL.source).map_err(blocked)?;
+        let function = module.function("spin").map_err(blocked)?;
+        Ok(Self { _module: module, function })
+    }
+
+    /// Enqueues the spin on `stream`, so what is queued next waits for it.
+    fn keep_busy(&self, stream: &Stream) -> Result<(), Verdict> {
+        let params = ParamBlob::new(self.function.layout())
+            .set(0, &BUSY_CYCLES.to_le_bytes())
+            .map_err(|e| Verdict::Blocked(e.to_string()))?;
+        accepted(stream.launch(&self.function, [1, 1, 1], [1, 1, 1], 0, &params.into_bytes()), "launch `spin`")
+    }
 }
 
 /// Every stored byte of every shard, read back from the device, equals the file's.

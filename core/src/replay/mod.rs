@@ -18,7 +18,7 @@ use bytesize::ByteSize;
 
 pub use floors::Floors;
 pub use rebuild::Functions;
-pub use upload::{shards_on as upload_on, Staging, Uploaded};
+pub use upload::{Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,

@@ -60,82 +60,100 @@ enum Message<'a> {
 
 /// Uploads every shard of `core` into the mapped arena.
 pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
-    shards_on(core, ctx, staging, &ctx.stream()?)
+    Upload::prepare(core, ctx, staging)?.run(&ctx.stream()?)
 }
 
-/// [`shards`] with the copies enqueued on `stream`, behind whatever it already holds: a
-/// test that makes the copies lag the readers puts a long kernel there first.
-pub fn shards_on(core: &Core, ctx: &Context, staging: Staging, stream: &Stream) -> Result<Uploaded, ReplayError> {
-    let started = Instant::now();
-    let shards = &core.manifest().shards;
-    // No more page-locked memory than the arena needs: pinning costs time too.
-    let m = core.manifest();
-    let chunks: u64 = m.shards.iter().map(|s| m.stored_len(s).div_ceil(staging.slot_bytes as u64)).sum();
-    let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
-    let mut pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
-    let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
-    let (free_tx, free_rx) = mpsc::channel::<&mut [u8]>();
-    pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
-    let free_rx = Mutex::new(free_rx);
-    let (next, cancelled) = (AtomicUsize::new(0), AtomicBool::new(false));
-    let outcome = std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<Message>();
-        for _ in 0..staging.readers.clamp(1, shards.len().max(1)) {
-            let (tx, free_rx, next, cancelled) = (tx.clone(), &free_rx, &next, &cancelled);
-            scope.spawn(move || {
-                while !cancelled.load(Ordering::SeqCst) {
-                    let Some(shard) = shards.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
-                    let base = core.manifest().arena.base;
-                    let result = read_shard(core, shard, base, free_rx, &tx, cancelled);
-                    if tx.send(Message::Done(result)).is_err() {
-                        break;
+/// An upload whose page-locked staging and events exist, ready to stream. Apart from
+/// [`Upload::run`] because pinning host memory waits for the device to be idle: a test
+/// that makes the copies lag the readers fills the stream after this and before `run`.
+pub struct Upload<'c> {
+    core: &'c Core,
+    staging: Staging,
+    pool: PinnedHost,
+    events: Vec<Event>,
+    started: Instant,
+}
+
+impl<'c> Upload<'c> {
+    pub fn prepare(core: &'c Core, ctx: &Context, staging: Staging) -> Result<Self, ReplayError> {
+        let started = Instant::now();
+        // No more page-locked memory than the arena needs: pinning costs time too.
+        let m = core.manifest();
+        let chunks: u64 = m.shards.iter().map(|s| m.stored_len(s).div_ceil(staging.slot_bytes as u64)).sum();
+        let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
+        let pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
+        let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
+        Ok(Self { core, staging, pool, events, started })
+    }
+
+    /// Streams every shard, its copies enqueued on `stream` behind whatever it holds.
+    pub fn run(self, stream: &Stream) -> Result<Uploaded, ReplayError> {
+        let Self { core, staging, mut pool, events, started } = self;
+        let m = core.manifest();
+        let shards = &m.shards;
+        let (free_tx, free_rx) = mpsc::channel::<&mut [u8]>();
+        pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
+        let free_rx = Mutex::new(free_rx);
+        let (next, cancelled) = (AtomicUsize::new(0), AtomicBool::new(false));
+        let outcome = std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<Message>();
+            for _ in 0..staging.readers.clamp(1, shards.len().max(1)) {
+                let (tx, free_rx, next, cancelled) = (tx.clone(), &free_rx, &next, &cancelled);
+                scope.spawn(move || {
+                    while !cancelled.load(Ordering::SeqCst) {
+                        let Some(shard) = shards.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+                        let base = core.manifest().arena.base;
+                        let result = read_shard(core, shard, base, free_rx, &tx, cancelled);
+                        if tx.send(Message::Done(result)).is_err() {
+                            break;
+                        }
                     }
-                }
-            });
-        }
-        drop(tx);
-        let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
-        let mut failure = None;
-        loop {
-            let message = match rx.try_recv() {
-                Ok(m) => m,
-                // Nothing new: retire the oldest copy, lending its slot again.
-                Err(mpsc::TryRecvError::Empty) if !copies.in_flight.is_empty() => {
-                    if let Err(e) = copies.retire_oldest(&free_tx) {
+                });
+            }
+            drop(tx);
+            let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
+            let mut failure = None;
+            loop {
+                let message = match rx.try_recv() {
+                    Ok(m) => m,
+                    // Nothing new: retire the oldest copy, lending its slot again.
+                    Err(mpsc::TryRecvError::Empty) if !copies.in_flight.is_empty() => {
+                        if let Err(e) = copies.retire_oldest(&free_tx) {
+                            failure = failure.or(Some(e));
+                        }
+                        continue;
+                    }
+                    Err(_) => match rx.recv() {
+                        Ok(m) => m,
+                        Err(_) => break,
+                    },
+                };
+                match message {
+                    Message::Chunk { slot, len, dst } if failure.is_none() => {
+                        if let Err(e) = copies.issue(slot, len, dst) {
+                            cancelled.store(true, Ordering::SeqCst);
+                            failure = Some(e);
+                        }
+                    }
+                    Message::Chunk { slot, .. } => free_tx.send(slot).expect("the pool outlives the readers"),
+                    Message::Done(Err(e)) => {
+                        cancelled.store(true, Ordering::SeqCst);
                         failure = failure.or(Some(e));
                     }
-                    continue;
+                    Message::Done(Ok(())) => {}
                 }
-                Err(_) => match rx.recv() {
-                    Ok(m) => m,
-                    Err(_) => break,
-                },
-            };
-            match message {
-                Message::Chunk { slot, len, dst } if failure.is_none() => {
-                    if let Err(e) = copies.issue(slot, len, dst) {
-                        cancelled.store(true, Ordering::SeqCst);
-                        failure = Some(e);
-                    }
-                }
-                Message::Chunk { slot, .. } => free_tx.send(slot).expect("the pool outlives the readers"),
-                Message::Done(Err(e)) => {
-                    cancelled.store(true, Ordering::SeqCst);
+            }
+            while !copies.in_flight.is_empty() {
+                if let Err(e) = copies.retire_oldest(&free_tx) {
                     failure = failure.or(Some(e));
                 }
-                Message::Done(Ok(())) => {}
             }
-        }
-        while !copies.in_flight.is_empty() {
-            if let Err(e) = copies.retire_oldest(&free_tx) {
-                failure = failure.or(Some(e));
-            }
-        }
-        failure.map_or(Ok(()), Err)
-    });
-    outcome?;
-    let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
-    Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64() })
+            failure.map_or(Ok(()), Err)
+        });
+        outcome?;
+        let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
+        Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64() })
+    }
 }
 
 /// Copies in flight, oldest first, each with the event recorded after it.
