@@ -192,7 +192,8 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, policy: &MetricPolicy) -> 
                 (n.value - b.value) / b.value.abs() * 100.0
             };
             let threshold_pct = policy.threshold(name);
-            let beyond = change_pct.abs() > threshold_pct && (n.value - b.value).abs() > policy.floor(&b.unit);
+            let beyond =
+                factor_pct(b.value, n.value) > threshold_pct && (n.value - b.value).abs() > policy.floor(&b.unit);
             let direction = policy.direction(name, &b.unit);
             beyond.then(|| MetricChange {
                 case: base.id.clone(),
@@ -207,6 +208,18 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, policy: &MetricPolicy) -> 
             })
         })
         .collect()
+}
+
+/// How far apart two values are, as the factor between them in percent (`new / base - 1`
+/// when it grew, `base / new - 1` when it shrank), so a rate halved is as far as a time
+/// doubled; the plain relative change where a value is not positive.
+fn factor_pct(base: f64, new: f64) -> f64 {
+    match base > 0.0 && new > 0.0 {
+        true => (base.max(new) / base.min(new) - 1.0) * 100.0,
+        false if base == new => 0.0,
+        false if base == 0.0 => f64::INFINITY,
+        false => ((new - base) / base.abs() * 100.0).abs(),
+    }
 }
 
 fn environment_differences(base: &Environment, new: &Environment) -> Vec<EnvironmentDifference> {

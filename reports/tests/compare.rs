@@ -22,7 +22,7 @@ fn new_run() -> Report {
     new.cases.retain(|c| c.id.as_str() != "gpu/fault/sticky"); // removed
     new.cases.push(case("replay/decode/cap=64MiB/handover=exit", Status::Passed, None, "native-replay")); // added
     let restore = new.cases.iter_mut().find(|c| c.id.as_str() == "gpu/flags/value=9/launch").unwrap();
-    restore.metrics.insert("restore".into(), Metric::new(0.25, "s")); // +100 %: beyond noise
+    restore.metrics.insert("restore".into(), Metric::new(0.5, "s")); // ×4: beyond noise
     let small = new.cases.iter_mut().find(|c| c.id.as_str() == "gpu/flags/value=8/launch").unwrap();
     small.metrics.insert("restore".into(), Metric::new(0.13, "s")); // +4 %: noise
     new.environment.driver_version = Some("13.1".into());
@@ -38,7 +38,7 @@ fn every_transition_kind() {
         assert!(kinds.contains(&kind), "{kind:?} missing from {kinds:?}");
     }
     assert!(comparison.has_regression());
-    assert_eq!(comparison.metric_changes.len(), 1, "only the change beyond 10 % is listed");
+    assert_eq!(comparison.metric_changes.len(), 1, "only the change beyond the threshold is listed");
     insta::assert_snapshot!("compare_markdown", comparison.to_markdown());
     insta::assert_snapshot!("compare_json", comparison.to_json());
 }
@@ -54,7 +54,7 @@ fn a_report_against_itself_has_no_transition() {
 
 #[test]
 fn per_metric_threshold_overrides_the_default() {
-    let metrics = MetricPolicy { per_metric: [("restore".to_owned(), 200.0)].into(), ..MetricPolicy::default() };
+    let metrics = MetricPolicy { per_metric: [("restore".to_owned(), 400.0)].into(), ..MetricPolicy::default() };
     let comparison = compare(&hand_made(), &new_run(), &Gate { metrics, ..Gate::default() });
     assert!(comparison.metric_changes.is_empty());
     assert_eq!(
@@ -191,7 +191,8 @@ fn the_committed_metric_policy_reads_and_a_bad_one_is_refused() {
     let policy = MetricPolicy::default();
     use gnomon_reports::Direction::*;
     assert_eq!(policy.direction("restore-total-s", "s"), LowerIsBetter);
-    assert_eq!(policy.direction("upload-fraction-of-floor", "1"), HigherIsBetter);
+    assert_eq!(policy.direction("upload-gbps", "GB/s"), HigherIsBetter);
+    assert_eq!(policy.direction("upload-fraction-of-floor", "1"), Informational);
     assert_eq!(policy.direction("window-start-unix-s", "s"), Informational);
     assert_eq!(policy.direction("anything", "furlongs"), Informational);
     assert_eq!(policy.threshold("templates-unchecked"), 0.0);

@@ -45,7 +45,7 @@ fn a_change_exactly_at_the_threshold_or_the_floor_is_noise() {
 
 #[test]
 fn figures_are_rounded_to_four_significant_digits() {
-    let gate = Gate::default();
+    let gate = Gate { metrics: MetricPolicy { default_pct: 10.0, ..MetricPolicy::default() }, ..Gate::default() };
     let text = compare(&with_metric(0.1234567, "1"), &with_metric(0.2, "1"), &gate).to_markdown();
     assert!(text.contains("m: 0.1235 → 0.2 1"), "{text}");
     let from_zero = compare(&with_metric(0.0, "1"), &with_metric(1234.5678, "1"), &gate).to_markdown();

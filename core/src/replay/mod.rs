@@ -154,7 +154,8 @@ fn restore_and_launch(
     let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     stages.time("poison", || poison(m, ctx))?;
     let uploaded = stages.time("upload", || upload::shards(core, ctx, Staging::default()))?;
-    let checksummer = stages.time("contents-check", || checksum::Checksummer::new(ctx))?;
+    // Compiled for the checks (contents here, weights after each launch), timed with them.
+    let checksummer = stages.time("weights-check", || checksum::Checksummer::new(ctx))?;
     stages.time("contents-check", || check_contents(m, ctx, &checksummer))?;
     let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
     // Every step after the context check runs in a named stage, so a failure says where.
