@@ -1,9 +1,11 @@
 //! `replay/upload/`: the streaming upload where the ordinary runs never take it. Copies
-//! that lag the readers, behind a kernel that keeps the stream busy, with two staging
-//! slots reused for every chunk: a slot lent again before its copy has run would be
-//! refilled under the copy, and the device would hold other bytes than the file. The
-//! slots are 1 MiB: the driver takes copies of 64 KiB and less from pinned memory when
-//! they are enqueued, so smaller slots could not show the fault (seen on the H200).
+//! that lag the readers, behind a kernel that keeps the stream busy, with two 1 MiB
+//! staging slots reused for every chunk: a slot lent again before its copy has run would
+//! be refilled under the copy, and the device would hold other bytes than the file.
+//! Pinning the staging memory and unloading a module both wait for an idle device (two
+//! earlier versions of this case passed with the planted defect for that reason), so the
+//! spin is loaded first, enqueued after the upload is prepared, and kept loaded until the
+//! copies are done; `upload-behind-spin-s` shows the copies did wait.
 
 use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Function, Module, Stream},
