@@ -104,3 +104,37 @@ fn require_arch_refuses_another_machine() {
     assert_eq!(refused.status.code(), Some(exit_codes::PRECONDITION));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--require-arch sm_120"));
 }
+
+/// Every command that reads reports refuses one that holds a case twice, and a run of this
+/// machine (no GPU) compared against the H200 baseline fails the gate: its GPU cases did
+/// not run and it lost the GPU.
+#[test]
+fn gates_refuse_doubled_cases_and_a_run_without_the_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut report = Report::from_json(&std::fs::read_to_string(BASELINE).unwrap()).unwrap();
+    let again = report.cases[0].clone();
+    report.cases.push(again);
+    let doubled = tmp.path().join("doubled.json");
+    std::fs::write(&doubled, report.to_json()).unwrap();
+    let doubled = doubled.to_str().unwrap();
+    let out = tmp.path().join("out");
+    for args in [
+        vec!["compare", BASELINE, doubled],
+        vec!["summary", doubled],
+        vec!["merge", doubled, "--out", out.to_str().unwrap()],
+        vec!["trend", doubled, "--out", out.to_str().unwrap()],
+    ] {
+        let refused = gnomon(&args);
+        assert_eq!(refused.status.code(), Some(exit_codes::USAGE), "{args:?}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("is in the report twice"), "{args:?}");
+    }
+    let here = tmp.path().join("here");
+    assert!(gnomon(&["run", "--report-dir", here.to_str().unwrap()]).status.success());
+    let compared = gnomon(&["compare", BASELINE, here.join("report.json").to_str().unwrap()]);
+    assert_eq!(compared.status.code(), Some(exit_codes::REGRESSION));
+    let verdict = String::from_utf8_lossy(&compared.stdout).lines().nth(2).unwrap_or_default().to_owned();
+    assert!(
+        verdict.contains("that passed not run now") && verdict.ends_with("the new run lost a GPU or changed arch."),
+        "{verdict}"
+    );
+}
