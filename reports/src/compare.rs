@@ -377,3 +377,24 @@ fn figure(v: f64) -> String {
         false => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::factor_pct;
+
+    /// The factor between two values, either way round; the plain relative change where
+    /// a value is zero or negative.
+    #[test]
+    fn a_change_is_the_factor_between_the_values() {
+        for (base, new, pct) in [(1.0, 2.0, 100.0), (2.0, 1.0, 100.0), (1.0, 3.0, 200.0), (4.0, 1.0, 300.0)] {
+            assert_eq!(factor_pct(base, new), pct, "{base} → {new}");
+        }
+        assert_eq!(factor_pct(0.0, 0.0), 0.0);
+        assert_eq!(factor_pct(0.0, 5.0), f64::INFINITY);
+        assert_eq!(factor_pct(0.0, -5.0), f64::INFINITY);
+        assert_eq!(factor_pct(-1.0, -2.0), 100.0);
+        assert_eq!(factor_pct(1.0, -1.0), 200.0);
+        assert_eq!(factor_pct(-2.0, 2.0), 200.0);
+        assert_eq!(factor_pct(-3.0, -3.0), 0.0);
+    }
+}

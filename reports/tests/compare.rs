@@ -212,3 +212,41 @@ fn a_report_with_a_case_twice_is_refused() {
     let error = Report::parse(&twice.to_json()).unwrap_err();
     insta::assert_snapshot!(error, @"case `cpu/flags/value=1/accepted` is in the report twice (failed, then passed): a report holds each case once");
 }
+
+/// Fewer GPUs or another arch fail the gate on the `gpus` row alone; more GPUs of the
+/// same arch, or another driver, are only listed.
+#[test]
+fn only_a_lost_gpu_or_another_arch_fails_the_gate() {
+    let base = hand_made();
+    let gate_fails = |change: &dyn Fn(&mut Report)| {
+        let mut new = hand_made();
+        change(&mut new);
+        let c = compare(&base, &new, &Gate::default());
+        c.environment.iter().filter(|e| e.fails_gate).map(|e| e.field.clone()).collect::<Vec<_>>()
+    };
+    let second = |r: &mut Report| {
+        let mut gpu = r.environment.gpus[0].clone();
+        gpu.index = 1;
+        r.environment.gpus.push(gpu);
+    };
+    assert_eq!(gate_fails(&|r| second(r)), Vec::<String>::new(), "a GPU gained");
+    assert_eq!(gate_fails(&|r| r.environment.driver_version = Some("13.1".into())), Vec::<String>::new());
+    let lost_and_new_driver = |r: &mut Report| {
+        r.environment.gpus.clear();
+        r.environment.driver_version = None;
+    };
+    assert_eq!(gate_fails(&lost_and_new_driver), ["gpus"]);
+    let mut two = hand_made();
+    second(&mut two);
+    let one_of_two = compare(&two, &hand_made(), &Gate::default());
+    assert!(one_of_two.environment.iter().any(|e| e.field == "gpus" && e.fails_gate), "a GPU lost of two");
+}
+
+/// The verdict names exactly what fails the gate, nothing that does not.
+#[test]
+fn the_verdict_is_exactly_what_fails() {
+    let mut regressed = hand_made();
+    regressed.cases.iter_mut().find(|c| c.status == Status::Passed).unwrap().status = Status::Failed;
+    let text = compare(&hand_made(), &regressed, &Gate::default()).to_markdown();
+    assert_eq!(text.lines().nth(2).unwrap(), "Verdict: **fails the gate**: 1 regression.");
+}
