@@ -182,3 +182,36 @@ fn merge_refuses_parts_that_differ_in_any_field_that_matters() {
         assert!(error.starts_with(&format!("parts disagree on {field}:")), "{field}: {error}");
     }
 }
+
+/// The words a release manager reads when the gate or a report command refuses, in one
+/// snapshot: a doubled case, parts of two drivers, and each reason a comparison fails.
+#[test]
+fn refusal_and_verdict_texts() {
+    let mut lines = Vec::new();
+    let mut doubled = hand_made();
+    doubled.cases.push(doubled.cases[0].clone());
+    lines.push(Report::parse(&doubled.to_json()).unwrap_err());
+    let part = |partition: &str, driver: &str| {
+        let mut r = hand_made();
+        (r.run.partition, r.environment.driver_release) = (Some(partition.into()), Some(driver.into()));
+        r.run.id = partition.into();
+        r
+    };
+    let parts = [part("hash:1/2", "580.159.04"), part("hash:2/2", "575.57.08")];
+    lines.push(merge(&parts, &[]).unwrap_err().to_string());
+    let base = hand_made();
+    let mut worse = hand_made();
+    worse.environment.gpus.clear();
+    worse.run.complete = false;
+    for c in &mut worse.cases {
+        c.metrics.insert("restore".into(), Metric::new(10.0, "s"));
+        if c.status == Status::Passed {
+            c.status = Status::Blocked;
+        }
+    }
+    worse.cases.retain(|c| c.id.as_str() != "gpu/hang");
+    let verdict = compare(&base, &worse, &Gate::default()).to_markdown();
+    lines.push(verdict.lines().nth(2).unwrap().to_owned());
+    lines.push(MetricPolicy::parse("default-threshold-pct = inf\n").unwrap_err());
+    insta::assert_snapshot!(lines.join("\n"));
+}
