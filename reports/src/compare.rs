@@ -212,13 +212,16 @@ fn metric_deltas(base: &CaseRecord, new: &CaseRecord, policy: &MetricPolicy) -> 
 
 /// How far apart two values are, as the factor between them in percent (`new / base - 1`
 /// when it grew, `base / new - 1` when it shrank), so a rate halved is as far as a time
-/// doubled; the plain relative change where a value is not positive.
+/// doubled; infinite to or from zero; the plain relative change across or below zero.
 fn factor_pct(base: f64, new: f64) -> f64 {
-    match base > 0.0 && new > 0.0 {
-        true => (base.max(new) / base.min(new) - 1.0) * 100.0,
-        false if base == new => 0.0,
-        false if base == 0.0 => f64::INFINITY,
-        false => ((new - base) / base.abs() * 100.0).abs(),
+    if base == new {
+        0.0
+    } else if base > 0.0 && new > 0.0 {
+        (base.max(new) / base.min(new) - 1.0) * 100.0
+    } else if base == 0.0 || new == 0.0 {
+        f64::INFINITY
+    } else {
+        ((new - base) / base.abs() * 100.0).abs()
     }
 }
 
@@ -382,8 +385,8 @@ fn figure(v: f64) -> String {
 mod tests {
     use super::factor_pct;
 
-    /// The factor between two values, either way round; the plain relative change where
-    /// a value is zero or negative.
+    /// The factor between two values, either way round; infinite to or from zero; the
+    /// plain relative change where a value is negative.
     #[test]
     fn a_change_is_the_factor_between_the_values() {
         for (base, new, pct) in [(1.0, 2.0, 100.0), (2.0, 1.0, 100.0), (1.0, 3.0, 200.0), (4.0, 1.0, 300.0)] {
@@ -392,6 +395,7 @@ mod tests {
         assert_eq!(factor_pct(0.0, 0.0), 0.0);
         assert_eq!(factor_pct(0.0, 5.0), f64::INFINITY);
         assert_eq!(factor_pct(0.0, -5.0), f64::INFINITY);
+        assert_eq!(factor_pct(5.0, 0.0), f64::INFINITY, "a rate that fell to nothing");
         assert_eq!(factor_pct(-1.0, -2.0), 100.0);
         assert_eq!(factor_pct(1.0, -1.0), 200.0);
         assert_eq!(factor_pct(-2.0, 2.0), 200.0);
