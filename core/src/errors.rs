@@ -348,3 +348,19 @@ pub enum ParamError {
     #[error("parameter {index} is {slot} bytes, a value of {given} bytes was given")]
     SizeMismatch { index: usize, slot: u64, given: usize },
 }
+
+/// Recording the images the driver loads.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    #[error("CUPTI could not be loaded (set GNOMON_CUPTI to libcupti.so); tried {}", .tried.join(", "))]
+    NoCupti { tried: Vec<String> },
+    #[error("{call} failed: {text} ({code})")]
+    Cupti { call: &'static str, code: u32, text: String },
+    #[error("recorded image {image} does not load: {source}")]
+    Load { image: usize, source: CudaError },
+    #[error("no recorded image holds the module of kernel `{function}` (its kernels: {})", .module.join(", "))]
+    NoImage { function: String, module: Vec<String> },
+    #[error("recorded images of different bytes hold the same kernels as the module of `{function}`")]
+    Ambiguous { function: String },
+}

@@ -19,6 +19,7 @@ pub mod export;
 pub mod flags;
 pub mod format;
 pub mod params;
+pub mod record;
 pub mod replay;
 pub mod shards;
 pub mod tensor_parallel;

@@ -7,6 +7,7 @@ mod capture;
 mod fault;
 mod flags;
 mod layouts;
+mod record;
 mod release;
 mod residency;
 mod tensor_parallel;
@@ -29,6 +30,7 @@ pub fn cases(include_faults: bool) -> Vec<Case> {
         capture::cases(),
         layouts::cases(),
         release::cases(),
+        record::cases(),
         tensor_parallel::cases(),
         attributes::cases(),
         arch::cases(),
@@ -118,6 +120,11 @@ impl Chain {
         stream.launch(&self.scale_add, grid, [256, 1, 1], 0, &scale_add(2.0)?)?;
         stream.launch(&self.square_half, grid, [256, 1, 1], 0, &square)?;
         stream.launch(&self.scale_add, grid, [256, 1, 1], 0, &scale_add(0.5)?)
+    }
+
+    /// Puts `y` back as it was before the chain ran.
+    fn reset(&self) -> Result<(), Verdict> {
+        accepted(self.y.upload(&to_bytes(&self.y0)), "reset y")
     }
 
     /// Compares `y` on the device with the CPU reference.

@@ -6,6 +6,7 @@
 //! launched while its template is modified or destroyed.
 
 use std::{
+    collections::{BTreeSet, HashMap},
     ptr,
     sync::atomic::{AtomicUsize, Ordering},
 };
@@ -191,6 +192,24 @@ impl RetainedGraph {
             .collect()
     }
 
+    /// Each kernel node's function and the kernels of its module, by position in
+    /// [`Self::nodes`]: what maps a node to the image its function was loaded from. A
+    /// module is asked once per distinct function.
+    pub fn kernel_modules(&self) -> Result<Vec<(NodeId, String, BTreeSet<String>)>> {
+        let mut modules: HashMap<usize, BTreeSet<String>> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, node) in self.raw_nodes()?.into_iter().enumerate() {
+            let Some(raw) = kernel_function(node)? else { continue };
+            let function = Function::from_node(raw)?;
+            let entries = match modules.get(&(raw as usize)) {
+                Some(entries) => entries.clone(),
+                None => modules.entry(raw as usize).or_insert(function.module_entries()?).clone(),
+            };
+            out.push((NodeId(i), function.name().to_owned(), entries));
+        }
+        Ok(out)
+    }
+
     /// Every edge as `(from, to, kind)` with positions in [`Self::nodes`], sorted.
     pub fn edges(&self) -> Result<Vec<(NodeId, NodeId, EdgeKind)>> {
         let nodes = self.raw_nodes()?;
@@ -282,12 +301,27 @@ pub(super) fn device_copy(dst: u64, src: u64, bytes: u64) -> sys::CUDA_MEMCPY3D 
     }
 }
 
-fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
-    use sys::CUgraphNodeType::*;
-    let mut ty = CU_GRAPH_NODE_TYPE_EMPTY;
+fn node_type(node: sys::CUgraphNode) -> Result<sys::CUgraphNodeType> {
+    let mut ty = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
     // SAFETY: `node` belongs to a live graph.
     check("cuGraphNodeGetType", unsafe { sys::cuGraphNodeGetType(node, &mut ty) })?;
-    match ty {
+    Ok(ty)
+}
+
+/// A kernel node's function; `None` for other nodes.
+fn kernel_function(node: sys::CUgraphNode) -> Result<Option<sys::CUfunction>> {
+    if node_type(node)? != sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
+        return Ok(None);
+    }
+    // SAFETY: a kernel node; the struct is plain data filled by the driver.
+    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+    check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
+    Ok(Some(p.func))
+}
+
+fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
+    use sys::CUgraphNodeType::*;
+    match node_type(node)? {
         CU_GRAPH_NODE_TYPE_KERNEL => kernel_node(node),
         CU_GRAPH_NODE_TYPE_MEMSET => {
             // SAFETY: a memset node; the struct is plain data.

@@ -1,6 +1,7 @@
 //! Modules, their functions and parameter layouts, and NVRTC.
 
 use std::{
+    collections::BTreeSet,
     ffi::{c_void, CStr, CString},
     ptr,
     rc::Rc,
@@ -84,6 +85,11 @@ impl Module {
         Ok((Self::load(ctx, ptx.as_bytes())?, ptx))
     }
 
+    /// The names of the module's kernels, as the driver lists them.
+    pub fn entries(&self) -> Result<BTreeSet<String>> {
+        entries_of(self.0.raw)
+    }
+
     pub fn function(&self, name: &str) -> Result<Function> {
         let c_name =
             CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
@@ -108,16 +114,20 @@ pub struct Function {
 impl Function {
     /// A function handle read from a graph node; its module outlives the graph.
     pub(super) fn from_node(raw: sys::CUfunction) -> Result<Self> {
-        let mut name_ptr = ptr::null();
-        // SAFETY: `raw` came from a kernel node of a live graph.
-        check("cuFuncGetName", unsafe { sys::cuFuncGetName(&mut name_ptr, raw) })?;
-        // SAFETY: the driver returns a NUL-terminated name it owns.
-        let name = unsafe { CStr::from_ptr(name_ptr) }.to_string_lossy().into_owned();
-        Ok(Self { _module: None, raw, name, layout: param_layout(raw)? })
+        Ok(Self { _module: None, raw, name: function_name(raw)?, layout: param_layout(raw)? })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The kernels of the module this function belongs to: what identifies the image
+    /// a node's function came from.
+    pub fn module_entries(&self) -> Result<BTreeSet<String>> {
+        let mut module = ptr::null_mut();
+        // SAFETY: a live function; the driver writes its module's handle.
+        check("cuFuncGetModule", unsafe { sys::cuFuncGetModule(&mut module, self.raw) })?;
+        entries_of(module)
     }
 
     pub fn layout(&self) -> &[ParamSlot] {
@@ -161,6 +171,27 @@ impl Function {
         }
         Ok(())
     }
+}
+
+/// The names of a loaded module's kernels.
+fn entries_of(module: sys::CUmodule) -> Result<BTreeSet<String>> {
+    let mut count = 0u32;
+    // SAFETY: a loaded module; the driver writes a count.
+    check("cuModuleGetFunctionCount", unsafe { sys::cuModuleGetFunctionCount(&mut count, module) })?;
+    let mut functions = vec![ptr::null_mut(); count as usize];
+    // SAFETY: `functions` has room for `count` handles.
+    check("cuModuleEnumerateFunctions", unsafe {
+        sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, module)
+    })?;
+    functions.into_iter().map(function_name).collect()
+}
+
+fn function_name(raw: sys::CUfunction) -> Result<String> {
+    let mut name_ptr = ptr::null();
+    // SAFETY: a live function handle.
+    check("cuFuncGetName", unsafe { sys::cuFuncGetName(&mut name_ptr, raw) })?;
+    // SAFETY: the driver returns a NUL-terminated name it owns.
+    Ok(unsafe { CStr::from_ptr(name_ptr) }.to_string_lossy().into_owned())
 }
 
 /// Asks `cuFuncGetParamInfo` for each parameter until the driver says there is none.

@@ -1,0 +1,154 @@
+//! CUPTI, loaded at run time like the driver: a subscriber to the resource domain's
+//! module-loaded callback. Every foreign call and all `unsafe` of the recorder are here;
+//! the callback copies the image out before it returns and keeps nothing CUPTI owns.
+
+use std::{
+    ffi::{c_char, c_void, CStr},
+    path::PathBuf,
+    sync::{Mutex, OnceLock},
+};
+
+use libloading::Library;
+
+use crate::errors::RecordError;
+
+/// `CUPTI_CB_DOMAIN_RESOURCE` and `CUPTI_CBID_RESOURCE_MODULE_LOADED` (CUDA 13's
+/// `cupti_callbacks.h`).
+const DOMAIN_RESOURCE: u32 = 3;
+const MODULE_LOADED: u32 = 6;
+
+/// `CUpti_ResourceData`: for a module load, `descriptor` is a [`ModuleResourceData`].
+#[repr(C)]
+struct ResourceData {
+    context: *mut c_void,
+    stream: *mut c_void,
+    descriptor: *const ModuleResourceData,
+}
+
+/// `CUpti_ModuleResourceData`.
+#[repr(C)]
+struct ModuleResourceData {
+    module_id: u32,
+    cubin_size: usize,
+    cubin: *const c_char,
+}
+
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+type Subscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> u32;
+type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32;
+type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
+type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+
+/// Images as the callback copied them: (CUPTI's module id, bytes), in load order.
+pub(super) type Loads = Mutex<Vec<(u32, Vec<u8>)>>;
+
+/// CUPTI, opened once and never closed: it stays attached to the driver.
+static CUPTI: OnceLock<(PathBuf, Library)> = OnceLock::new();
+
+fn library(candidates: &[PathBuf]) -> Result<&'static Library, RecordError> {
+    if let Some((_, lib)) = CUPTI.get() {
+        return Ok(lib);
+    }
+    for path in candidates {
+        // SAFETY: loading CUPTI runs its initialisers, which only register with the driver.
+        if let Ok(lib) = unsafe { Library::new(path) } {
+            return Ok(&CUPTI.get_or_init(|| (path.clone(), lib)).1);
+        }
+    }
+    Err(RecordError::NoCupti { tried: candidates.iter().map(|p| p.display().to_string()).collect() })
+}
+
+/// A live subscription; the loads it copied go to a sink that outlives it.
+pub(super) struct Subscription {
+    handle: *mut c_void,
+    unsubscribe: Unsubscribe,
+    _sink: Box<Loads>,
+    sink: *const Loads,
+}
+
+impl Subscription {
+    /// Subscribes and enables the module-loaded callback; CUPTI allows one subscriber per
+    /// process, so a second recorder is refused with CUPTI's own words.
+    pub(super) fn start(candidates: &[PathBuf]) -> Result<Self, RecordError> {
+        let lib = library(candidates)?;
+        let call = |name: &'static str, code: u32| -> Result<(), RecordError> {
+            match code {
+                0 => Ok(()),
+                code => Err(RecordError::Cupti { call: name, code, text: result_string(lib, code) }),
+            }
+        };
+        // SAFETY (the three look-ups): the symbols have the C signatures of `cupti.h`.
+        let (subscribe, enable, unsubscribe) = unsafe {
+            (
+                *lib.get::<Subscribe>(b"cuptiSubscribe\0").map_err(missing("cuptiSubscribe"))?,
+                *lib.get::<EnableCallback>(b"cuptiEnableCallback\0").map_err(missing("cuptiEnableCallback"))?,
+                *lib.get::<Unsubscribe>(b"cuptiUnsubscribe\0").map_err(missing("cuptiUnsubscribe"))?,
+            )
+        };
+        let sink: Box<Loads> = Box::new(Mutex::new(Vec::new()));
+        let sink_ptr: *const Loads = &*sink;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: `on_callback` matches `CUpti_CallbackFunc`; the sink it is handed lives
+        // in this value until after `cuptiUnsubscribe` in `Drop`.
+        call("cuptiSubscribe", unsafe { subscribe(&mut handle, on_callback, sink_ptr as *mut c_void) })?;
+        let subscription = Self { handle, unsubscribe, _sink: sink, sink: sink_ptr };
+        // SAFETY: a live subscriber handle and a domain and callback id CUPTI defines.
+        call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_RESOURCE, MODULE_LOADED) })?;
+        Ok(subscription)
+    }
+
+    pub(super) fn loads(&self) -> &Loads {
+        // SAFETY: points into `_sink`, which this value owns.
+        unsafe { &*self.sink }
+    }
+
+    pub(super) fn library_path() -> Option<PathBuf> {
+        CUPTI.get().map(|(path, _)| path.clone())
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `cuptiSubscribe`; after this no callback runs, so
+        // the sink may go.
+        let _ = unsafe { (self.unsubscribe)(self.handle) };
+    }
+}
+
+fn missing(name: &'static str) -> impl Fn(libloading::Error) -> RecordError {
+    move |e| RecordError::Cupti { call: name, code: u32::MAX, text: e.to_string() }
+}
+
+fn result_string(lib: &Library, code: u32) -> String {
+    // SAFETY: `cuptiGetResultString` writes a pointer to a static NUL-terminated string.
+    unsafe {
+        let Ok(describe) = lib.get::<ResultString>(b"cuptiGetResultString\0") else { return format!("code {code}") };
+        let mut text = std::ptr::null();
+        match describe(code, &mut text) {
+            0 if !text.is_null() => CStr::from_ptr(text).to_string_lossy().into_owned(),
+            _ => format!("code {code}"),
+        }
+    }
+}
+
+/// CUPTI's callback: copies a loaded module's image into the sink and returns; it must
+/// not unwind into CUPTI, and holds the lock only to push.
+unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, cbdata: *const c_void) {
+    if domain != DOMAIN_RESOURCE || cbid != MODULE_LOADED || userdata.is_null() || cbdata.is_null() {
+        return;
+    }
+    // SAFETY: for this domain and id CUPTI passes a `CUpti_ResourceData` whose descriptor
+    // is a `CUpti_ModuleResourceData`, valid until the callback returns; `userdata` is the
+    // sink the subscription keeps alive.
+    let (module, sink) = unsafe { ((*(cbdata as *const ResourceData)).descriptor, &*(userdata as *const Loads)) };
+    if module.is_null() {
+        return;
+    }
+    let module = unsafe { &*module };
+    if module.cubin.is_null() || module.cubin_size == 0 {
+        return;
+    }
+    // SAFETY: CUPTI says the image is `cubin_size` bytes at `cubin`, until we return.
+    let bytes = unsafe { std::slice::from_raw_parts(module.cubin as *const u8, module.cubin_size) }.to_vec();
+    sink.lock().unwrap_or_else(|e| e.into_inner()).push((module.module_id, bytes));
+}

@@ -1,0 +1,145 @@
+//! What the driver loads, recorded as it loads it. No driver call returns a loaded
+//! module's image, and library kernels (cuBLASLt's, cuDNN's runtime-compiled ones) are in
+//! no file, so an exporter must be handed each image when the driver loads it: CUPTI's
+//! module-loaded callback does that ([`ImageRecorder`]). A kernel node's function is then
+//! mapped to its image by the whole set of kernels of its module ([`images_by_entries`],
+//! [`image_of`]): handles seen at load never equal a graph's, and names repeat across
+//! images.
+//!
+//! A room of its own beside `cuda/`, with the same rule: every foreign call and all
+//! `unsafe` are in `cupti.rs`.
+
+mod cupti;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+};
+
+use crate::{
+    cuda::{Context, Module},
+    errors::RecordError,
+    format::hash_hex,
+};
+
+/// One distinct image the driver loaded, kept once by content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadedImage {
+    pub sha256: String,
+    pub bytes: Vec<u8>,
+    /// How many times the driver loaded these bytes.
+    pub loads: u32,
+}
+
+/// Subscribed to CUPTI's module-loaded callback from [`ImageRecorder::start`] until it is
+/// dropped. Start it before the program's first kernel: images arrive when a kernel is
+/// first used, not when its library is loaded.
+pub struct ImageRecorder {
+    subscription: cupti::Subscription,
+}
+
+impl ImageRecorder {
+    /// Subscribes, loading CUPTI from the first of [`cupti_candidates`] that loads.
+    pub fn start() -> Result<Self, RecordError> {
+        Ok(Self { subscription: cupti::Subscription::start(&cupti_candidates())? })
+    }
+
+    /// The CUPTI library the recorder runs on.
+    pub fn library(&self) -> Option<PathBuf> {
+        cupti::Subscription::library_path()
+    }
+
+    /// Every distinct image loaded so far, in the order each was first loaded.
+    pub fn images(&self) -> Vec<LoadedImage> {
+        let loads = self.subscription.loads().lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut images: Vec<LoadedImage> = Vec::new();
+        for (_, bytes) in loads {
+            let sha256 = hash_hex(bytes.as_slice()).expect("hashing memory cannot fail");
+            match images.iter_mut().find(|i| i.sha256 == sha256) {
+                Some(seen) => seen.loads += 1,
+                None => images.push(LoadedImage { sha256, bytes, loads: 1 }),
+            }
+        }
+        images
+    }
+}
+
+/// Where CUPTI may be: `GNOMON_CUPTI`, the loader's own search, the CUDA toolkit, and the
+/// `nvidia-cuda-cupti` wheel of any Python on the machine.
+pub fn cupti_candidates() -> Vec<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::env::var_os("GNOMON_CUPTI").map(PathBuf::from).into_iter().collect();
+    candidates.extend(["libcupti.so.13", "libcupti.so"].map(PathBuf::from));
+    candidates.push("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so".into());
+    for lib in ["/usr/local/lib", "/usr/lib"] {
+        let Ok(entries) = std::fs::read_dir(lib) else { continue };
+        for python in entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("python3")) {
+            for packages in ["dist-packages", "site-packages"] {
+                candidates.push(python.path().join(packages).join("nvidia/cu13/lib/libcupti.so.13"));
+            }
+        }
+    }
+    candidates
+}
+
+/// The kernels each image holds, as the driver lists them once it has loaded the image
+/// in `ctx` (so the set is the driver's, whatever the image's format).
+pub fn images_by_entries(ctx: &Context, images: &[LoadedImage]) -> Result<Vec<(BTreeSet<String>, usize)>, RecordError> {
+    images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            let module = Module::load(ctx, &image.bytes).map_err(|source| RecordError::Load { image: i, source })?;
+            let entries = module.entries().map_err(|source| RecordError::Load { image: i, source })?;
+            Ok((entries, i))
+        })
+        .collect()
+}
+
+/// The image whose kernels are exactly `entries` (the kernels of a node function's
+/// module): none is an image the recorder missed, named with the function.
+pub fn image_of<'i>(
+    function: &str,
+    entries: &BTreeSet<String>,
+    images: &'i [LoadedImage],
+    by_entries: &[(BTreeSet<String>, usize)],
+) -> Result<&'i LoadedImage, RecordError> {
+    let matching: BTreeMap<&str, &LoadedImage> = by_entries
+        .iter()
+        .filter(|(set, _)| set == entries)
+        .map(|(_, i)| (images[*i].sha256.as_str(), &images[*i]))
+        .collect();
+    let mut found = matching.into_values();
+    match (found.next(), found.next()) {
+        (Some(image), None) => Ok(image),
+        (None, _) => Err(RecordError::NoImage { function: function.into(), module: entries.iter().cloned().collect() }),
+        (Some(_), Some(_)) => Err(RecordError::Ambiguous { function: function.into() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(byte: u8) -> LoadedImage {
+        LoadedImage { sha256: hash_hex(&[byte][..]).unwrap(), bytes: vec![byte], loads: 1 }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// The whole set decides: a module with one more kernel is another image, two images
+    /// with the same kernels but other bytes cannot be told apart, and none is named.
+    #[test]
+    fn a_function_maps_to_the_image_with_exactly_its_modules_kernels() {
+        let images = [image(1), image(2), image(3)];
+        let by_entries = vec![(set(&["a", "b"]), 0), (set(&["a"]), 1), (set(&["c"]), 2), (set(&["c"]), 2)];
+        assert_eq!(image_of("a", &set(&["a", "b"]), &images, &by_entries).unwrap(), &images[0]);
+        assert_eq!(image_of("a", &set(&["a"]), &images, &by_entries).unwrap(), &images[1]);
+        assert_eq!(image_of("c", &set(&["c"]), &images, &by_entries).unwrap(), &images[2], "the same image twice");
+        let missed = image_of("d", &set(&["d", "e"]), &images, &by_entries).unwrap_err();
+        assert_eq!(missed.to_string(), "no recorded image holds the module of kernel `d` (its kernels: d, e)");
+        let twins = vec![(set(&["a"]), 0), (set(&["a"]), 1)];
+        assert!(matches!(image_of("a", &set(&["a"]), &images, &twins), Err(RecordError::Ambiguous { .. })));
+    }
+}
