@@ -112,3 +112,16 @@ fn non_negative(key: &str, value: f64) -> Result<f64, String> {
         false => Err(format!("{key} = {value}: must be a finite number ≥ 0")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Direction::*;
+
+    /// Worse is strictly worse: an equal value is never a regression.
+    #[test]
+    fn worse_is_the_bad_way_only() {
+        assert!(LowerIsBetter.worse(1.0, 2.0) && !LowerIsBetter.worse(2.0, 1.0) && !LowerIsBetter.worse(1.0, 1.0));
+        assert!(HigherIsBetter.worse(2.0, 1.0) && !HigherIsBetter.worse(1.0, 2.0) && !HigherIsBetter.worse(1.0, 1.0));
+        assert!(!Informational.worse(1.0, 100.0) && !Informational.worse(100.0, 1.0));
+    }
+}

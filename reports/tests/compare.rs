@@ -230,6 +230,7 @@ fn only_a_lost_gpu_or_another_arch_fails_the_gate() {
         r.environment.gpus.push(gpu);
     };
     assert_eq!(gate_fails(&|r| second(r)), Vec::<String>::new(), "a GPU gained");
+    assert_eq!(gate_fails(&|r| r.environment.gpus[0].name = "NVIDIA H100".into()), Vec::<String>::new(), "same arch");
     assert_eq!(gate_fails(&|r| r.environment.driver_version = Some("13.1".into())), Vec::<String>::new());
     let lost_and_new_driver = |r: &mut Report| {
         r.environment.gpus.clear();

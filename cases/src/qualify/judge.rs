@@ -178,16 +178,7 @@ fn judge_replay(
         v.pass(case);
         v.amend(case, |r| r.duration_s = seconds(names));
     }
-    let m = core.manifest();
-    let facts: Vec<TemplateFacts> = m
-        .templates
-        .iter()
-        .map(|t| TemplateFacts {
-            name: &t.name,
-            unchecked: m.unchecked.iter().find(|u| u.template == t.name).map(|u| u.reason.as_str()),
-            expected: m.expectations.iter().filter(|e| e.template == t.name).map(|e| e.outputs.len()).sum(),
-        })
-        .collect();
+    let facts = template_facts(core.manifest());
     let launched = Launched { outputs: &report.outputs, repoisoned: &report.repoisoned, launches: profile.launches };
     let reference = |template: &str| {
         let tolerance = |buffer: &str| profile.tolerance(template, buffer);
@@ -222,6 +213,16 @@ struct TemplateFacts<'a> {
     unchecked: Option<&'a str>,
     /// How many outputs the core expects of it.
     expected: usize,
+}
+
+/// Each template's facts, as the manifest states them.
+fn template_facts(m: &gnomon_core::format::Manifest) -> Vec<TemplateFacts<'_>> {
+    let unchecked = |name: &str| m.unchecked.iter().find(|u| u.template == name).map(|u| u.reason.as_str());
+    let expected = |name: &str| m.expectations.iter().filter(|e| e.template == name).map(|e| e.outputs.len()).sum();
+    m.templates
+        .iter()
+        .map(|t| TemplateFacts { name: &t.name, unchecked: unchecked(&t.name), expected: expected(&t.name) })
+        .collect()
 }
 
 /// What a completed restore launched: every launch's outputs, and one more launch of each
@@ -510,8 +511,15 @@ mod tests {
         change(&mut outputs, &mut repoisoned);
         let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
         judge_templates(&mut v, facts, &launched, &|_| Ok(0.0));
+        let records = v.finish();
+        let weights = records.iter().find(|r| r.id.as_str() == "qualify/x/weights-unchanged").expect("a record");
+        let checked = facts.len() as f64 * 3.0;
+        assert_eq!(
+            weights.metrics.get("launches-checked").map(|m| m.value),
+            Some(checked).filter(|_| weights.status == Status::Passed)
+        );
         let strip = |r: CaseRecord| (r.id.as_str().trim_start_matches("qualify/x/").to_owned(), r.status, r.reason);
-        v.finish().into_iter().map(strip).collect()
+        records.into_iter().map(strip).collect()
     }
 
     fn facts(unchecked_b: bool) -> Vec<TemplateFacts<'static>> {
@@ -522,6 +530,16 @@ mod tests {
     fn status_of(got: &[(String, Status, Option<String>)], id: &str) -> (Status, String) {
         let (_, status, reason) = got.iter().find(|(i, _, _)| i == id).unwrap_or_else(|| panic!("no {id}"));
         (*status, reason.clone().unwrap_or_default())
+    }
+
+    /// The facts of the v2 sample core: `decode-b1` checked with its one output,
+    /// `prefill-b2` unchecked with the core's reason and nothing expected.
+    #[test]
+    fn template_facts_come_from_the_manifest() {
+        let core = gnomon_fixtures::sample::v2_features();
+        let got: Vec<_> = template_facts(&core.manifest).iter().map(|t| (t.name, t.unchecked, t.expected)).collect();
+        let reason = "shows a programmatic edge; its output is decode-b1's";
+        assert_eq!(got, [("decode-b1", None, 1), ("prefill-b2", Some(reason), 0)]);
     }
 
     #[test]
