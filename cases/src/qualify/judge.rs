@@ -613,6 +613,48 @@ mod tests {
         }
     }
 
+    /// The metrics each verdict carries: outputs compared per template, wrong digests the
+    /// checker refused, outputs compared under the second poison.
+    #[test]
+    fn verdicts_carry_what_they_counted() {
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &names, &Profile::default(), None));
+        let facts = facts(true);
+        let outputs: Vec<OutputCheck> = ["a", "c"].iter().flat_map(|t| (0..3).map(|l| output(t, l, "aa"))).collect();
+        let repoisoned = vec![output("a", 0, "aa"), output("c", 0, "aa")];
+        judge_templates(&mut v, &facts, &Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 }, &|_| {
+            Ok(0.0)
+        });
+        let records = v.finish();
+        let metric = |id: &str, name: &str| {
+            let r = records.iter().find(|r| r.id.as_str() == format!("qualify/x/{id}")).unwrap();
+            r.metrics.get(name).map(|m| m.value)
+        };
+        assert_eq!(metric("template=a/outputs", "outputs-compared"), Some(1.0));
+        assert_eq!(metric("checker-rejects-wrong-outputs", "wrong-digests-refused"), Some(2.0));
+        assert_eq!(metric("poison-independence", "outputs-compared"), Some(2.0));
+    }
+
+    /// Poison-independence compares the first launch with the launch under the second
+    /// poison, whatever later launches gave (determinism judges those).
+    #[test]
+    fn poison_independence_compares_the_first_launch() {
+        let got = judged(&facts(false), |outputs, _| {
+            outputs
+                .iter_mut()
+                .filter(|o| o.template == "a" && o.launch > 0)
+                .for_each(|o| o.actual_sha256 = "bb".repeat(32));
+        });
+        assert_eq!(status_of(&got, "determinism").0, Status::Failed);
+        assert_eq!(status_of(&got, "poison-independence").0, Status::Passed);
+    }
+
+    #[test]
+    fn a_wrong_digest_differs_in_its_first_digit() {
+        assert_eq!(flip_first_digit("ab12"), "0b12");
+        assert_eq!(flip_first_digit("0b12"), "1b12");
+    }
+
     #[test]
     fn outputs_that_change_under_another_poison_fail_poison_independence() {
         let got = judged(&facts(false), |_, repoisoned| repoisoned[2].actual_sha256 = "cc".repeat(32));
