@@ -1,77 +1,76 @@
-//! Checksums of device buffers computed on the device, so that checking gigabytes of
-//! weights after every template costs milliseconds and no host memory.
+//! Checks of device memory computed on the device over every buffer at once, so that
+//! checking gigabytes of weights after every template costs one launch and no host
+//! memory: checksums of ranges, and counts of bytes unlike a pattern.
 
 use crate::{
-    cuda::{Context, DeviceBuffer, Function, Module, Stream},
+    cuda::{Context, Function, Module, Stream},
     errors::ReplayError,
     params::ParamBlob,
 };
 
 const SOURCE: &str = include_str!("checksum.cu");
+/// Ranges one launch takes: the grid's rows (65 535 at most).
+const RANGES_PER_LAUNCH: usize = 65_535;
+/// Blocks per range and threads per block.
+const BLOCKS: u32 = 64;
+const THREADS: u32 = 256;
 
 pub struct Checksummer {
     _module: Module,
-    function: Function,
+    checksum: Function,
     unlike: Function,
-    out: DeviceBuffer,
     ctx: Context,
 }
+
+/// A range of device memory: address and length in bytes.
+pub type Range = (u64, u64);
 
 impl Checksummer {
     pub fn new(ctx: &Context) -> Result<Self, ReplayError> {
         let (module, _) = Module::compile(ctx, "gnomon-checksum", SOURCE)?;
-        let (function, unlike) = (module.function("checksum_words")?, module.function("count_words_unlike")?);
-        Ok(Self { _module: module, function, unlike, out: ctx.alloc(8)?, ctx: ctx.clone() })
+        let (checksum, unlike) = (module.function("checksum_ranges")?, module.function("count_unlike_ranges")?);
+        Ok(Self { _module: module, checksum, unlike, ctx: ctx.clone() })
     }
 
-    /// A checksum of `len` bytes at device address `address`: the whole 32-bit words on
-    /// the device, the last `len % 4` bytes read back.
+    /// A checksum of each range, in one launch per 65 535 ranges.
     ///
     /// # Safety
-    /// `address..address + len` must be device memory of this context.
-    pub unsafe fn of(&self, stream: &Stream, address: u64, len: u64) -> Result<(u64, Vec<u8>), ReplayError> {
-        let words = len / 4;
-        let params: [&[u8]; 2] = [&address.to_le_bytes(), &words.to_le_bytes()];
-        let sum = self.reduce(stream, &self.function, &params)?;
-        let tail = match len % 4 {
-            0 => Vec::new(),
-            rest => self.ctx.read(address + words * 4, rest)?,
-        };
-        Ok((sum, tail))
+    /// Every range must be device memory of this context.
+    pub unsafe fn checksums(&self, stream: &Stream, ranges: &[Range]) -> Result<Vec<u64>, ReplayError> {
+        let table: Vec<[u64; 3]> = ranges.iter().map(|&(address, len)| [address, len, 0]).collect();
+        // SAFETY: the caller vouches for the ranges.
+        unsafe { self.reduce(stream, &self.checksum, &table) }
     }
 
-    /// How many bytes of `address..address + len` differ from `byte`: the aligned whole
-    /// words counted on the device, the bytes before and after them read back.
+    /// How many bytes of each range differ from `byte`.
     ///
     /// # Safety
-    /// `address..address + len` must be device memory of this context.
-    pub unsafe fn bytes_unlike(&self, stream: &Stream, address: u64, len: u64, byte: u8) -> Result<u64, ReplayError> {
-        let head = (address.next_multiple_of(4) - address).min(len);
-        let words = (len - head) / 4;
-        let tail_at = address + head + words * 4;
-        let pattern = u32::from_ne_bytes([byte; 4]).to_le_bytes();
-        let params: [&[u8]; 3] = [&(address + head).to_le_bytes(), &words.to_le_bytes(), &pattern];
-        let differing_words = if words > 0 { self.reduce(stream, &self.unlike, &params)? } else { 0 };
-        let read = |at: u64, len: u64| if len == 0 { Ok(Vec::new()) } else { self.ctx.read(at, len) };
-        let mut edges = read(address, head)?;
-        edges.extend(read(tail_at, address + len - tail_at)?);
-        Ok(differing_words + edges.iter().filter(|b| **b != byte).count() as u64)
+    /// Every range must be device memory of this context.
+    pub unsafe fn bytes_unlike(&self, stream: &Stream, ranges: &[Range], byte: u8) -> Result<Vec<u64>, ReplayError> {
+        let pattern = u32::from_ne_bytes([byte; 4]) as u64;
+        let table: Vec<[u64; 3]> = ranges.iter().map(|&(address, len)| [address, len, pattern]).collect();
+        // SAFETY: the caller vouches for the ranges.
+        unsafe { self.reduce(stream, &self.unlike, &table) }
     }
 
-    /// Launches `function(params…, out)` over the device and returns the sum it adds up
-    /// in `out`.
+    /// Runs `function(table, out)` over the table, a launch per 65 535 rows, and returns
+    /// `out`: one sum per row.
     ///
     /// # Safety
-    /// The addresses in `params` must be device memory of this context, as long as the
-    /// counts in `params` say.
-    unsafe fn reduce(&self, stream: &Stream, function: &Function, params: &[&[u8]]) -> Result<u64, ReplayError> {
-        self.out.upload(&0u64.to_le_bytes())?;
-        let mut blob = ParamBlob::new(function.layout());
-        for (i, p) in params.iter().chain([&&self.out.ptr().to_le_bytes()[..]]).enumerate() {
-            blob = blob.set(i, p)?;
+    /// Every address in `table` must be device memory of this context, as long as its row says.
+    unsafe fn reduce(&self, stream: &Stream, function: &Function, table: &[[u64; 3]]) -> Result<Vec<u64>, ReplayError> {
+        let mut sums = Vec::with_capacity(table.len());
+        for rows in table.chunks(RANGES_PER_LAUNCH) {
+            let bytes: Vec<u8> = rows.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+            let (device_table, out) = (self.ctx.alloc(bytes.len() as u64)?, self.ctx.alloc(rows.len() as u64 * 8)?);
+            device_table.upload(&bytes)?;
+            out.upload(&vec![0u8; rows.len() * 8])?;
+            let blob = ParamBlob::new(function.layout()).ptr(0, device_table.ptr())?.ptr(1, out.ptr())?;
+            stream.launch(function, [BLOCKS, rows.len() as u32, 1], [THREADS, 1, 1], 0, &blob.into_bytes())?;
+            stream.synchronize()?;
+            let read = out.download()?;
+            sums.extend(read.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
         }
-        stream.launch(function, [1024, 1, 1], [256, 1, 1], 0, &blob.into_bytes())?;
-        stream.synchronize()?;
-        Ok(u64::from_le_bytes(self.out.download()?.try_into().expect("8 bytes")))
+        Ok(sums)
     }
 }

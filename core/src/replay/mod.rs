@@ -277,18 +277,17 @@ fn poison(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
 }
 
 /// After the upload, every `zero` buffer reads back as zero and every `undefined` one as
-/// poison, on the device: a buffer the restore left holding anything else fails it.
+/// poison, counted on the device in one launch per kind: a buffer the restore left
+/// holding anything else fails it.
 fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksummer) -> Result<(), ReplayError> {
     let stream = ctx.stream()?;
-    for b in m.buffers.iter().filter(|b| b.size > 0) {
-        let (contents, expected, byte) = match b.contents {
-            BufferContents::Zero => ("zero", "zero", 0),
-            BufferContents::Undefined => ("undefined", "poison", POISON),
-            BufferContents::Stored => continue,
-        };
-        // SAFETY: a buffer of the validated core lies inside the mapped arena.
-        let differing = unsafe { checksummer.bytes_unlike(&stream, m.arena.base + b.offset, b.size, byte) }?;
-        if differing > 0 {
+    let kinds = [(BufferContents::Zero, "zero", "zero", 0), (BufferContents::Undefined, "undefined", "poison", POISON)];
+    for (kind, contents, expected, byte) in kinds {
+        let buffers: Vec<&Buffer> = m.buffers.iter().filter(|b| b.contents == kind && b.size > 0).collect();
+        let ranges: Vec<checksum::Range> = buffers.iter().map(|b| (m.arena.base + b.offset, b.size)).collect();
+        // SAFETY: buffers of the validated core lie inside the mapped arena.
+        let counts = unsafe { checksummer.bytes_unlike(&stream, &ranges, byte) }?;
+        if let Some((b, &differing)) = buffers.iter().zip(&counts).find(|(_, &n)| n > 0) {
             return Err(ReplayError::Contents { buffer: b.name.clone(), contents, expected, differing });
         }
     }
@@ -433,9 +432,10 @@ fn launch_all(
 ) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
     let stream = ctx.stream()?;
     let weights: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
+    let ranges: Vec<checksum::Range> = weights.iter().map(|b| (arena.address(b), b.size)).collect();
     // SAFETY (here and below): weight buffers lie in the validated, mapped arena.
-    let checksums = || weights.iter().map(|b| unsafe { checksummer.of(&stream, arena.address(b), b.size) });
-    let loaded = stages.time("weights-check", || checksums().collect::<Result<Vec<_>, _>>())?;
+    let checksums = || unsafe { checksummer.checksums(&stream, &ranges) };
+    let loaded = stages.time("weights-check", checksums)?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let mut first_launch = None;
     let mut outputs = Vec::new();
@@ -472,13 +472,13 @@ fn launch_all(
             Ok::<_, ReplayError>(())
         })?;
         stages.time("weights-check", || {
-            for ((b, before), after) in weights.iter().zip(&loaded).zip(checksums()) {
-                if after? != *before {
-                    let (template, buffer) = (template.name.clone(), b.name.clone());
-                    return Err(ReplayError::WeightWritten { template, buffer });
+            let now = checksums()?;
+            match weights.iter().zip(loaded.iter().zip(&now)).find(|(_, (before, after))| before != after) {
+                Some((b, _)) => {
+                    Err(ReplayError::WeightWritten { template: template.name.clone(), buffer: b.name.clone() })
                 }
+                None => Ok(()),
             }
-            Ok(())
         })?;
     }
     Ok((outputs, first_launch.unwrap_or(0.0)))
