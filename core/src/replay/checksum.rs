@@ -11,9 +11,12 @@ use crate::{
 const SOURCE: &str = include_str!("checksum.cu");
 /// Ranges one launch takes: the grid's rows (65 535 at most).
 const RANGES_PER_LAUNCH: usize = 65_535;
-/// Blocks per range and threads per block.
-const BLOCKS: u32 = 64;
+/// Threads per block, and at most this many blocks per range: enough to fill the device
+/// for one buffer of gigabytes (a whole 1 GiB weight at 64 blocks took three times as long).
 const THREADS: u32 = 256;
+const MAX_BLOCKS: u64 = 1024;
+/// Bytes a thread takes at least before another block is worth starting.
+const BYTES_PER_THREAD: u64 = 64;
 
 pub struct Checksummer {
     _module: Module,
@@ -66,7 +69,9 @@ impl Checksummer {
             device_table.upload(&bytes)?;
             out.upload(&vec![0u8; rows.len() * 8])?;
             let blob = ParamBlob::new(function.layout()).ptr(0, device_table.ptr())?.ptr(1, out.ptr())?;
-            stream.launch(function, [BLOCKS, rows.len() as u32, 1], [THREADS, 1, 1], 0, &blob.into_bytes())?;
+            let longest = rows.iter().map(|r| r[1]).max().unwrap_or(0);
+            let blocks = longest.div_ceil(THREADS as u64 * BYTES_PER_THREAD).clamp(1, MAX_BLOCKS) as u32;
+            stream.launch(function, [blocks, rows.len() as u32, 1], [THREADS, 1, 1], 0, &blob.into_bytes())?;
             stream.synchronize()?;
             let read = out.download()?;
             sums.extend(read.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
