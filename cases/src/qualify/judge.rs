@@ -473,6 +473,81 @@ mod tests {
         }
     }
 
+    fn status(got: &[(String, Status)], id: &str) -> Status {
+        got.iter().find(|(i, _)| i == id).map(|(_, s)| *s).unwrap_or_else(|| panic!("no {id}"))
+    }
+
+    fn unsupported() -> ReplayError {
+        ReplayError::Cuda(CudaError::Unsupported("no".into()))
+    }
+
+    /// Each stage decides its own case: the ones before it pass, its own fails, the rest
+    /// are blocked; an address the driver will not give blocks the map instead.
+    #[test]
+    fn each_stage_fails_its_own_case() {
+        for (stage, own) in [("reserve-and-map", "map"), ("contents-check", "upload"), ("module-load", "modules")] {
+            let got = statuses(StageFailure { stage, template: None, error: unsupported() });
+            let cases = ["map", "upload", "modules"];
+            let at = cases.iter().position(|c| *c == own).unwrap();
+            for (i, case) in cases.iter().enumerate() {
+                let want = match i.cmp(&at) {
+                    std::cmp::Ordering::Less => Status::Passed,
+                    std::cmp::Ordering::Equal => Status::Failed,
+                    std::cmp::Ordering::Greater => Status::Blocked,
+                };
+                assert_eq!(status(&got, case), want, "{stage}: {case}");
+            }
+            assert_eq!(status(&got, "template=a/rebuild"), Status::Blocked, "{stage}");
+        }
+        let far = CudaError::AddressNotHonoured { wanted: 1 << 41, got: 1 << 42, size: 1 << 26 };
+        let got = statuses(StageFailure { stage: "reserve-and-map", template: None, error: ReplayError::Cuda(far) });
+        assert_eq!(status(&got, "map"), Status::Blocked);
+    }
+
+    /// Instantiation in template order: those before the one at fault passed, it failed,
+    /// those after are blocked; when the driver names none, every template's fails.
+    #[test]
+    fn instantiation_fails_the_template_at_fault() {
+        let got = statuses(StageFailure { stage: "instantiate", template: Some("b".into()), error: unsupported() });
+        let want = [("a", Status::Passed), ("b", Status::Failed), ("c", Status::Blocked)];
+        for (t, s) in want {
+            assert_eq!(status(&got, &format!("template={t}/instantiate")), s, "{t}");
+            assert_eq!(status(&got, &format!("template={t}/rebuild")), Status::Passed, "{t}");
+        }
+        let got = statuses(StageFailure { stage: "instantiate", template: None, error: unsupported() });
+        for t in ["a", "b", "c"] {
+            assert_eq!(status(&got, &format!("template={t}/instantiate")), Status::Failed, "{t}");
+        }
+    }
+
+    /// A core that cannot run on this device (the context check) leaves every case
+    /// unjudged, with that reason.
+    #[test]
+    fn the_context_check_leaves_every_case_unjudged() {
+        let templates = ["a"].map(String::from);
+        let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &templates, &Profile::default(), None));
+        let failure = StageFailure { stage: "context", template: None, error: unsupported() };
+        assert_eq!(stopped(&mut v, &templates, failure).unwrap_err(), "the core cannot run on this device: no");
+    }
+
+    /// On a machine without a GPU the child writes a record for every case, blocked with
+    /// the reason, and exits 0: the runner reads the file, never the exit code alone.
+    #[test]
+    fn without_a_device_every_case_is_blocked_with_the_reason() {
+        if gnomon_core::cuda::preflight().is_ok() {
+            return; // A machine with a GPU restores the core instead: the GPU runs judge that.
+        }
+        let core = gnomon_fixtures::golden::v2().unwrap();
+        let result = tempfile::NamedTempFile::new().unwrap();
+        assert_eq!(judge_command(core.path(), "qualify/g", None, None, result.path()), 0);
+        let records: Vec<CaseRecord> = serde_json::from_slice(&std::fs::read(result.path()).unwrap()).unwrap();
+        assert!(!records.is_empty());
+        for r in &records {
+            assert_eq!(r.status, Status::Blocked, "{}", r.id);
+            assert!(r.reason.as_deref().unwrap_or("").starts_with("open device 0"), "{:?}", r.reason);
+        }
+    }
+
     #[test]
     fn a_weight_written_fails_weights_unchanged_and_a_failed_launch_fails_its_outputs() {
         let error = ReplayError::WeightWritten { template: "c".into(), buffer: "w".into() };

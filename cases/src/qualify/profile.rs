@@ -120,3 +120,20 @@ impl Profile {
         self.tolerances.get(&format!("{template}/{buffer}")).copied()
     }
 }
+
+#[cfg(test)]
+mod budget_tests {
+    use super::Budget;
+
+    /// A budget is broken strictly past its bounds: the bound itself is within it.
+    #[test]
+    fn a_budget_is_broken_only_past_its_bounds() {
+        let both = Budget { max: Some(2.0), min: Some(1.0) };
+        assert_eq!(both.broken_by(2.5).unwrap(), "2.5000 is above the budget's maximum 2");
+        assert_eq!(both.broken_by(0.5).unwrap(), "0.5000 is below the budget's minimum 1");
+        for within in [1.0, 1.5, 2.0] {
+            assert_eq!(both.broken_by(within), None, "{within}");
+        }
+        assert_eq!(Budget { max: None, min: None }.broken_by(f64::MAX), None);
+    }
+}
