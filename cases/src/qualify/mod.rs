@@ -155,12 +155,20 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_names_its_target() {
+        assert_eq!(target_of("qualify/decode"), "decode");
+        assert_eq!(target_of("qualify/tp2/rank=1"), "tp2");
+    }
+
+    #[test]
     fn ranks_must_overlap_in_time() {
         let case = Case::judged_by_batch("qualify/s/concurrent", CLAIM, Requirement::Gpus(2));
         let together = overlapped(&case, &[device_record(0, 10.0, 12.0), device_record(1, 11.0, 13.0)]);
         assert_eq!((together.status, together.metrics["overlap-s"].value), (Status::Passed, 1.0));
         let one_after_another = overlapped(&case, &[device_record(0, 10.0, 12.0), device_record(1, 12.5, 13.0)]);
         assert_eq!(one_after_another.status, Status::Failed);
+        let touching = overlapped(&case, &[device_record(0, 10.0, 12.0), device_record(1, 12.0, 13.0)]);
+        assert_eq!(touching.status, Status::Failed, "one ending as the other starts is not together");
         let no_window = overlapped(
             &case,
             &[device_record(0, 10.0, 12.0), CaseRecord { metrics: Default::default(), ..device_record(1, 0.0, 0.0) }],
