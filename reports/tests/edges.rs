@@ -160,7 +160,8 @@ fn merge_refuses_parts_that_differ_in_any_field_that_matters() {
     };
     let (one, two) = (part("hash:1/2", "gpu/hang"), part("hash:2/2", "gpu/fault/sticky"));
     assert!(merge(&[one.clone(), two.clone()], &ids).is_ok());
-    let fields: [(&str, fn(&mut Report)); 13] = [
+    type Change = fn(&mut Report);
+    let fields: [(&str, Change); 13] = [
         ("report schema version", |r| r.schema_version = 0),
         ("harness version", |r| r.environment.harness_version = "0.2.0".into()),
         ("harness commit", |r| r.environment.harness_commit = "def456".into()),
