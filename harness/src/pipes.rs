@@ -88,7 +88,15 @@ fn forward_one(stream: Stream) -> io::Result<Option<Forwarded>> {
 fn pass_on(mut from: impl Read, mut to: File) {
     let mut buffer = [0u8; 8192];
     let mut reader_gone = false;
-    while let Ok(n @ 1..) = from.read(&mut buffer) {
+    loop {
+        let n = match from.read(&mut buffer) {
+            Ok(0) => return,
+            Ok(n) => n,
+            // A signal (Ctrl-C) interrupts the read; stopping here would leave the writers
+            // blocked on a full pipe.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
         if !reader_gone {
             reader_gone = to.write_all(&buffer[..n]).is_err();
         }
