@@ -11,7 +11,11 @@ fn main() -> ExitCode {
     // (Case bodies catch their own panics and report the case failed.)
     // Clap prints usage errors and help and exits on its own: before forwarding starts.
     let cli = Cli::parse();
-    let forwarding = gnomon::pipes::forward();
+    // A child of the runner is read by its parent to the end, and a child that crashes
+    // must not lose what it wrote last in a forwarding pipe: only a person's commands
+    // forward their output.
+    let child = matches!(cli.command, Command::RunCase(_) | Command::QualifyCore(_));
+    let forwarding = (!child).then(gnomon::pipes::forward);
     let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))).unwrap_or_else(|_| {
         eprintln!("gnomon: internal error (a bug in gnomon, not a verdict on the subject); please report it");
         gnomon_reports::exit_codes::INTERNAL_ERROR
