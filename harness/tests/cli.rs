@@ -63,6 +63,9 @@ fn a_missing_tmpdir_is_said_before_the_first_case_and_fails_the_run() {
     assert_eq!(ran.status.code(), Some(exit_codes::PRECONDITION));
     let stderr = String::from_utf8_lossy(&ran.stderr);
     let said = stderr.find("no scratch directory can be made under").expect("the reason is printed");
+    let line = stderr[said..].lines().next().unwrap().replace(&tmp.path().display().to_string(), "TMP");
+    let line = line.split(" at path ").next().unwrap_or(&line).to_owned();
+    insta::assert_snapshot!(line, @"no scratch directory can be made under TMP/missing (TMPDIR): No such file or directory (os error 2)");
     let first_case = stderr.find("blocked: no temporary directory").unwrap_or(usize::MAX);
     assert!(said < first_case, "the reason comes after a case:\n{stderr}");
     assert!(dir.join("junit.xml").is_file());

@@ -164,7 +164,8 @@ mod tests {
         let first = sink(dir.path());
         first.start().unwrap();
         let refused = sink(dir.path()).start().unwrap_err();
-        assert!(refused.contains("is in use by another gnomon run"), "{refused}");
+        let refused = refused.replace(&dir.path().display().to_string(), "DIR");
+        insta::assert_snapshot!(refused, @"the report directory DIR is in use by another gnomon run; give each run its own --report-dir");
         first.finish(true, |_| Vec::new()).unwrap();
         sink(dir.path()).start().unwrap();
     }
