@@ -6,7 +6,7 @@
 //! launched while its template is modified or destroyed.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{hash_map::Entry, BTreeSet, HashMap},
     ptr,
     sync::atomic::{AtomicUsize, Ordering},
 };
@@ -201,9 +201,9 @@ impl RetainedGraph {
         for (i, node) in self.raw_nodes()?.into_iter().enumerate() {
             let Some(raw) = kernel_function(node)? else { continue };
             let function = Function::from_node(raw)?;
-            let entries = match modules.get(&(raw as usize)) {
-                Some(entries) => entries.clone(),
-                None => modules.entry(raw as usize).or_insert(function.module_entries()?).clone(),
+            let entries = match modules.entry(raw as usize) {
+                Entry::Occupied(known) => known.get().clone(),
+                Entry::Vacant(new) => new.insert(function.module_entries()?).clone(),
             };
             out.push((NodeId(i), function.name().to_owned(), entries));
         }

@@ -172,7 +172,7 @@ fn restore_and_launch(
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
-        arena.poison_undefined(m, SECOND_POISON)?;
+        arena.poison_undefined(SECOND_POISON)?;
         repoisoned = launch_all(ctx, m, &arena, &plan, 1, &checksummer, &mut Stages::default())?.0;
         stages.add("poison-independence", started.elapsed().as_secs_f64());
     }
@@ -320,12 +320,12 @@ impl Restored {
     }
 
     /// Fills every undefined buffer, and its copy that resets restore, with `byte`.
-    fn poison_undefined(&self, m: &Manifest, byte: u8) -> Result<(), ReplayError> {
+    fn poison_undefined(&self, byte: u8) -> Result<(), ReplayError> {
         let stream = self.ctx.stream()?;
         for (b, copy) in self.writable.iter().filter(|(b, _)| b.contents == BufferContents::Undefined) {
             // SAFETY: the buffer lies in the mapped arena; `copy` was allocated with its size.
             unsafe {
-                stream.memset_u8(m.arena.base + b.offset, byte, b.size)?;
+                stream.memset_u8(self.base + b.offset, byte, b.size)?;
                 stream.memset_u8(copy.ptr(), byte, b.size)?;
             }
         }

@@ -112,43 +112,7 @@ impl<'c> Upload<'c> {
             }
             drop(tx);
             let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
-            let mut failure = None;
-            loop {
-                let message = match rx.try_recv() {
-                    Ok(m) => m,
-                    // Nothing new: retire the oldest copy, lending its slot again.
-                    Err(mpsc::TryRecvError::Empty) if !copies.in_flight.is_empty() => {
-                        if let Err(e) = copies.retire_oldest(&free_tx) {
-                            failure = failure.or(Some(e));
-                        }
-                        continue;
-                    }
-                    Err(_) => match rx.recv() {
-                        Ok(m) => m,
-                        Err(_) => break,
-                    },
-                };
-                match message {
-                    Message::Chunk { slot, len, dst } if failure.is_none() => {
-                        if let Err(e) = copies.issue(slot, len, dst) {
-                            cancelled.store(true, Ordering::SeqCst);
-                            failure = Some(e);
-                        }
-                    }
-                    Message::Chunk { slot, .. } => free_tx.send(slot).expect("the pool outlives the readers"),
-                    Message::Done(Err(e)) => {
-                        cancelled.store(true, Ordering::SeqCst);
-                        failure = failure.or(Some(e));
-                    }
-                    Message::Done(Ok(())) => {}
-                }
-            }
-            while !copies.in_flight.is_empty() {
-                if let Err(e) = copies.retire_oldest(&free_tx) {
-                    failure = failure.or(Some(e));
-                }
-            }
-            failure.map_or(Ok(()), Err)
+            copies.pump(&rx, &free_tx, &cancelled).map_or(Ok(()), Err)
         });
         outcome?;
         let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
@@ -158,13 +122,61 @@ impl<'c> Upload<'c> {
 
 /// Copies in flight, oldest first, each with the event recorded after it.
 struct Copies<'s, 'p> {
-    stream: &'s crate::cuda::Stream,
+    stream: &'s Stream,
     events: &'s [Event],
     in_flight: VecDeque<(&'p mut [u8], usize)>,
     issued: usize,
 }
 
 impl<'p> Copies<'_, 'p> {
+    /// Copies what the readers hand over until they are all done, retiring the oldest
+    /// copy whenever nothing new has come; after a failure, slots go straight back and
+    /// the readers are told to stop. Returns the first failure.
+    fn pump(
+        &mut self,
+        rx: &mpsc::Receiver<Message<'p>>,
+        free: &mpsc::Sender<&'p mut [u8]>,
+        cancelled: &AtomicBool,
+    ) -> Option<ReplayError> {
+        let mut failure = None;
+        loop {
+            let message = match rx.try_recv() {
+                Ok(m) => m,
+                // Nothing new: retire the oldest copy, lending its slot again.
+                Err(mpsc::TryRecvError::Empty) if !self.in_flight.is_empty() => {
+                    if let Err(e) = self.retire_oldest(free) {
+                        failure = failure.or(Some(e));
+                    }
+                    continue;
+                }
+                Err(_) => match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+            };
+            match message {
+                Message::Chunk { slot, len, dst } if failure.is_none() => {
+                    if let Err(e) = self.issue(slot, len, dst) {
+                        cancelled.store(true, Ordering::SeqCst);
+                        failure = Some(e);
+                    }
+                }
+                Message::Chunk { slot, .. } => free.send(slot).expect("the pool outlives the readers"),
+                Message::Done(Err(e)) => {
+                    cancelled.store(true, Ordering::SeqCst);
+                    failure = failure.or(Some(e));
+                }
+                Message::Done(Ok(())) => {}
+            }
+        }
+        while !self.in_flight.is_empty() {
+            if let Err(e) = self.retire_oldest(free) {
+                failure = failure.or(Some(e));
+            }
+        }
+        failure
+    }
+
     fn issue(&mut self, slot: &'p mut [u8], len: usize, dst: u64) -> Result<(), ReplayError> {
         let event = self.issued % self.events.len();
         // SAFETY: `dst..dst + len` lies in a shard of the validated core's arena, mapped by
