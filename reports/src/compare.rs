@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     policy::{Direction, MetricPolicy},
     text::{md_code, printable},
-    CaseId, CaseRecord, Environment, Report, Status,
+    CaseId, CaseRecord, Environment, Gpu, Report, Status,
 };
 
 /// What a change of status means for a release gate. The order is the order of the
@@ -226,8 +226,7 @@ fn factor_pct(base: f64, new: f64) -> f64 {
 }
 
 fn environment_differences(base: &Environment, new: &Environment) -> Vec<EnvironmentDifference> {
-    let gpus =
-        |e: &Environment| e.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect::<Vec<_>>().join(", ");
+    let gpus = |e: &Environment| e.gpus.iter().map(Gpu::label).collect::<Vec<_>>().join(", ");
     let opt = |v: &Option<String>| v.clone().filter(|v| !v.is_empty()).unwrap_or_else(|| "none".into());
     let fields = [
         ("host", base.host.clone(), new.host.clone()),

@@ -65,7 +65,7 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
 fn check_same_build_and_machine(parts: &[Report]) -> Result<(), MergeError> {
     let facts = |r: &Report| {
         let e = &r.environment;
-        let gpus = e.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect::<Vec<_>>().join(", ");
+        let gpus = e.gpus.iter().map(crate::Gpu::label).collect::<Vec<_>>().join(", ");
         let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
         [
             ("report schema version", r.schema_version.to_string()),

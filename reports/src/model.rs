@@ -198,6 +198,13 @@ pub struct Gpu {
     pub memory_bytes: u64,
 }
 
+impl Gpu {
+    /// `NVIDIA H200 (sm_90)`: how reports, gates and the console name a GPU.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.arch)
+    }
+}
+
 /// Whether a claim is established, and if not, which cases stand in the way.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

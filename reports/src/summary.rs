@@ -27,7 +27,7 @@ fn where_it_ran(r: &Report) -> String {
         ([], Some(reason)) => format!("a host without a usable GPU ({reason})"),
         ([], None) => "a host without a GPU".into(),
         (gpus, _) => {
-            let names: Vec<_> = gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect();
+            let names: Vec<_> = gpus.iter().map(crate::Gpu::label).collect();
             let driver = match (&r.environment.driver_release, &r.environment.driver_version) {
                 (Some(release), Some(api)) => format!("{release} (CUDA {api})"),
                 (None, Some(api)) => format!("CUDA {api}"),

@@ -46,7 +46,7 @@ fn runs_table(runs: &[RunColumn]) -> String {
     out.push_str("<th>profile</th><th>totals</th></tr>");
     for (i, run) in runs.iter().enumerate() {
         let r = &run.report;
-        let gpus: Vec<_> = r.environment.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect();
+        let gpus: Vec<_> = r.environment.gpus.iter().map(gnomon_reports::Gpu::label).collect();
         let machine = if gpus.is_empty() { "no GPU".to_owned() } else { gpus.join(", ") };
         let totals: Vec<_> = r.totals.iter().map(|(s, n)| format!("{n} {s}")).collect();
         let _ = write!(

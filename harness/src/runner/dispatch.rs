@@ -292,7 +292,7 @@ fn arch_refusal(required: Option<&str>, env: &Environment) -> Option<String> {
     if env.gpus.iter().any(|g| g.arch == required) {
         return None;
     }
-    let found: Vec<_> = env.gpus.iter().map(|g| format!("{} ({})", g.name, g.arch)).collect();
+    let found: Vec<_> = env.gpus.iter().map(gnomon_reports::Gpu::label).collect();
     Some(match (found.is_empty(), &env.gpu_unavailable) {
         (true, Some(reason)) => format!("--require-arch {required}: no GPU ({reason})"),
         _ => format!(
