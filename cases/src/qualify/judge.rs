@@ -449,6 +449,11 @@ mod tests {
 
     use super::*;
 
+    /// The status of case `id` among `got`.
+    fn status(got: &[(String, Status)], id: &str) -> Status {
+        got.iter().find(|(i, _)| i == id).map(|(_, s)| *s).unwrap_or_else(|| panic!("no {id}"))
+    }
+
     fn statuses(failure: StageFailure) -> Vec<(String, Status)> {
         let templates = ["a", "b", "c"].map(String::from);
         let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &templates, &Profile::default(), None));
@@ -462,19 +467,14 @@ mod tests {
         let error =
             ReplayError::Node { template: "b".into(), node: "n1".into(), source: CudaError::Unsupported("no".into()) };
         let got = statuses(StageFailure { stage: "rebuild", template: Some("b".into()), error });
-        let of = |id: &str| got.iter().find(|(i, _)| i == id).map(|(_, s)| *s).unwrap();
         for passed in ["map", "upload", "modules", "template=a/rebuild"] {
-            assert_eq!(of(passed), Status::Passed, "{passed}");
+            assert_eq!(status(&got, passed), Status::Passed, "{passed}");
         }
-        assert_eq!(of("template=b/rebuild"), Status::Failed);
+        assert_eq!(status(&got, "template=b/rebuild"), Status::Failed);
         for blocked in ["template=c/rebuild", "template=a/instantiate", "template=a/outputs", "determinism", "restore"]
         {
-            assert_eq!(of(blocked), Status::Blocked, "{blocked}");
+            assert_eq!(status(&got, blocked), Status::Blocked, "{blocked}");
         }
-    }
-
-    fn status(got: &[(String, Status)], id: &str) -> Status {
-        got.iter().find(|(i, _)| i == id).map(|(_, s)| *s).unwrap_or_else(|| panic!("no {id}"))
     }
 
     fn unsupported() -> ReplayError {
