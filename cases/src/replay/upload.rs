@@ -8,10 +8,10 @@
 //! copies are done; `upload-behind-spin-s` shows the copies did wait.
 
 use gnomon_core::{
-    cuda::{ArenaMapping, Context, CudaError, Function, Module, Stream},
+    cuda::{Context, CudaError, Function, Module, Stream},
     format::Core,
     params::ParamBlob,
-    replay::{Staging, Upload},
+    replay::{map_arena, Staging, Upload},
 };
 use gnomon_fixtures::kernels::FILL;
 
@@ -27,8 +27,7 @@ pub fn cases() -> Vec<Case> {
         let core = Core::open(&dir).map_err(|e| Verdict::Failed(format!("the exported core: {e}")))?;
         let m = core.manifest();
         let gpu = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
-        let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
-        let _mapping = accepted(ArenaMapping::map(&gpu, &shards), "map the arena")?;
+        let _mapping = accepted(map_arena(m, &gpu), "map the arena")?;
         let stream = accepted(gpu.stream(), "make a stream")?;
         let spin = Spin::load(&gpu)?;
         let staging = Staging { slot_bytes: SLOT_BYTES, slots: 2, readers: 2 };

@@ -253,7 +253,8 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     Ok(())
 }
 
-fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
+/// Maps the arena shard by shard at the core's recorded addresses.
+pub fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
     let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
     Ok(ArenaMapping::map(ctx, &shards)?)
 }
