@@ -1,9 +1,10 @@
 //! Checks of device memory computed on the device over every buffer at once, so that
 //! checking gigabytes of weights after every template costs one launch and no host
-//! memory: checksums of ranges, and counts of bytes unlike a pattern.
+//! memory: checksums of ranges, and counts of bytes unlike a pattern. A check's table of
+//! ranges goes to the device once, when it is prepared, however often it runs.
 
 use crate::{
-    cuda::{Context, Function, Module, Stream},
+    cuda::{Context, DeviceBuffer, Function, Module, Stream},
     errors::ReplayError,
     params::ParamBlob,
 };
@@ -35,46 +36,66 @@ impl Checksummer {
         Ok(Self { _module: module, checksum, unlike, ctx: ctx.clone() })
     }
 
-    /// A checksum of each range, in one launch per 65 535 ranges.
+    /// A check that sums a checksum of each range, its table on the device once: each
+    /// [`RangeCheck::run`] is one launch per 65 535 ranges and no upload.
     ///
     /// # Safety
-    /// Every range must be device memory of this context.
-    pub unsafe fn checksums(&self, stream: &Stream, ranges: &[Range]) -> Result<Vec<u64>, ReplayError> {
-        let table: Vec<[u64; 3]> = ranges.iter().map(|&(address, len)| [address, len, 0]).collect();
-        // SAFETY: the caller vouches for the ranges.
-        unsafe { self.reduce(stream, &self.checksum, &table) }
+    /// Every range must be device memory of this context while the check is run.
+    pub unsafe fn checksums(&self, ranges: &[Range]) -> Result<RangeCheck<'_>, ReplayError> {
+        self.prepare(&self.checksum, ranges, 0)
     }
 
-    /// How many bytes of each range differ from `byte`.
+    /// A check that counts, per range, the bytes that differ from `byte`.
     ///
     /// # Safety
-    /// Every range must be device memory of this context.
-    pub unsafe fn bytes_unlike(&self, stream: &Stream, ranges: &[Range], byte: u8) -> Result<Vec<u64>, ReplayError> {
-        let pattern = u32::from_ne_bytes([byte; 4]) as u64;
-        let table: Vec<[u64; 3]> = ranges.iter().map(|&(address, len)| [address, len, pattern]).collect();
-        // SAFETY: the caller vouches for the ranges.
-        unsafe { self.reduce(stream, &self.unlike, &table) }
+    /// As [`Checksummer::checksums`].
+    pub unsafe fn bytes_unlike(&self, ranges: &[Range], byte: u8) -> Result<RangeCheck<'_>, ReplayError> {
+        self.prepare(&self.unlike, ranges, u32::from_ne_bytes([byte; 4]) as u64)
     }
 
-    /// Runs `function(table, out)` over the table, a launch per 65 535 rows, and returns
-    /// `out`: one sum per row.
-    ///
-    /// # Safety
-    /// Every address in `table` must be device memory of this context, as long as its row says.
-    unsafe fn reduce(&self, stream: &Stream, function: &Function, table: &[[u64; 3]]) -> Result<Vec<u64>, ReplayError> {
-        let mut sums = Vec::with_capacity(table.len());
-        for rows in table.chunks(RANGES_PER_LAUNCH) {
-            let bytes: Vec<u8> = rows.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
-            let (device_table, out) = (self.ctx.alloc(bytes.len() as u64)?, self.ctx.alloc(rows.len() as u64 * 8)?);
-            device_table.upload(&bytes)?;
-            out.upload(&vec![0u8; rows.len() * 8])?;
-            let blob = ParamBlob::new(function.layout()).ptr(0, device_table.ptr())?.ptr(1, out.ptr())?;
-            let longest = rows.iter().map(|r| r[1]).max().unwrap_or(0);
+    fn prepare<'c>(
+        &'c self,
+        function: &'c Function,
+        ranges: &[Range],
+        pattern: u64,
+    ) -> Result<RangeCheck<'c>, ReplayError> {
+        let mut launches = Vec::new();
+        for rows in ranges.chunks(RANGES_PER_LAUNCH) {
+            let bytes: Vec<u8> =
+                rows.iter().flat_map(|&(address, len)| [address, len, pattern]).flat_map(u64::to_le_bytes).collect();
+            let (table, out) = (self.ctx.alloc(bytes.len() as u64)?, self.ctx.alloc(rows.len() as u64 * 8)?);
+            table.upload(&bytes)?;
+            let longest = rows.iter().map(|&(_, len)| len).max().unwrap_or(0);
             let blocks = longest.div_ceil(THREADS as u64 * BYTES_PER_THREAD).clamp(1, MAX_BLOCKS) as u32;
-            stream.launch(function, [blocks, rows.len() as u32, 1], [THREADS, 1, 1], 0, &blob.into_bytes())?;
+            let params = ParamBlob::new(function.layout()).ptr(0, table.ptr())?.ptr(1, out.ptr())?.into_bytes();
+            launches.push(Launch { _table: table, out, grid: [blocks, rows.len() as u32, 1], params });
+        }
+        Ok(RangeCheck { function, launches })
+    }
+}
+
+/// A prepared check over a table of ranges; see [`Checksummer::checksums`].
+pub struct RangeCheck<'c> {
+    function: &'c Function,
+    launches: Vec<Launch>,
+}
+
+struct Launch {
+    _table: DeviceBuffer,
+    out: DeviceBuffer,
+    grid: [u32; 3],
+    params: Vec<u8>,
+}
+
+impl RangeCheck<'_> {
+    /// One sum per range: a launch, a synchronisation and a read-back per 65 535 ranges.
+    pub fn run(&self, stream: &Stream) -> Result<Vec<u64>, ReplayError> {
+        let mut sums = Vec::new();
+        for l in &self.launches {
+            l.out.upload(&vec![0u8; l.grid[1] as usize * 8])?;
+            stream.launch(self.function, l.grid, [THREADS, 1, 1], 0, &l.params)?;
             stream.synchronize()?;
-            let read = out.download()?;
-            sums.extend(read.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
+            sums.extend(l.out.download()?.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
         }
         Ok(sums)
     }

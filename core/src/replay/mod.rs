@@ -287,7 +287,7 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
         let buffers: Vec<&Buffer> = m.buffers.iter().filter(|b| b.contents == kind && b.size > 0).collect();
         let ranges: Vec<checksum::Range> = buffers.iter().map(|b| (m.arena.base + b.offset, b.size)).collect();
         // SAFETY: buffers of the validated core lie inside the mapped arena.
-        let counts = unsafe { checksummer.bytes_unlike(&stream, &ranges, byte) }?;
+        let counts = unsafe { checksummer.bytes_unlike(&ranges, byte) }?.run(&stream)?;
         if let Some((b, &differing)) = buffers.iter().zip(&counts).find(|(_, &n)| n > 0) {
             return Err(ReplayError::Contents { buffer: b.name.clone(), contents, expected, differing });
         }
@@ -434,8 +434,9 @@ fn launch_all(
     let stream = ctx.stream()?;
     let weights: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
     let ranges: Vec<checksum::Range> = weights.iter().map(|b| (arena.address(b), b.size)).collect();
-    // SAFETY (here and below): weight buffers lie in the validated, mapped arena.
-    let checksums = || unsafe { checksummer.checksums(&stream, &ranges) };
+    // SAFETY: weight buffers lie in the validated arena, mapped while `arena` lives.
+    let check = stages.time("weights-check", || unsafe { checksummer.checksums(&ranges) })?;
+    let checksums = || check.run(&stream);
     let loaded = stages.time("weights-check", checksums)?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let mut first_launch = None;
