@@ -1,7 +1,10 @@
 //! What a valid core holds, in a few lines: what `gnomon validate` prints after every rule
 //! passed, and what a port's reviewers read before they trust a replay of it.
 
-use std::{collections::BTreeSet, fmt};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+};
 
 use bytesize::ByteSize;
 use serde::Serialize;
@@ -24,6 +27,9 @@ pub struct Account {
     /// Bytes in shard files: what a replay reads from disk.
     pub stored_bytes: u64,
     pub modules: usize,
+    /// (v3) Modules by the library that loaded them: `N from LIBRARY VERSION`, runtime
+    /// compilation said; empty when no module records its provenance.
+    pub provenance: Vec<String>,
     /// Instantiation flags the templates use, each once.
     pub flags_used: BTreeSet<u64>,
     /// Function and launch attributes replay must set, and typed edges it must rebuild.
@@ -60,6 +66,7 @@ impl Account {
             arena_bytes: m.arena.size,
             stored_bytes: m.shards.iter().map(|s| m.stored_len(s)).sum(),
             modules: m.modules.len(),
+            provenance: provenance(m),
             flags_used,
             attributes: needs(m),
             unchecked: m.unchecked.iter().map(|u| format!("{} ({})", u.template, u.reason)).collect(),
@@ -73,6 +80,16 @@ impl Account {
             templates_checked: m.templates.iter().filter(|t| checked(&t.name)).count(),
         }
     }
+}
+
+fn provenance(m: &Manifest) -> Vec<String> {
+    let mut by_library: BTreeMap<String, usize> = BTreeMap::new();
+    for p in m.modules.iter().filter_map(|module| module.provenance.as_ref()) {
+        let version = p.version.as_ref().map(|v| format!(" {v}")).unwrap_or_default();
+        let compiled = if p.runtime_compiled { ", runtime-compiled" } else { "" };
+        *by_library.entry(format!("{}{version}{compiled}", p.library)).or_insert(0) += 1;
+    }
+    by_library.into_iter().map(|(library, n)| format!("{n} from {library}")).collect()
 }
 
 /// What replay must set beyond v1: function attributes by function, launch attributes
@@ -144,6 +161,9 @@ impl fmt::Display for Account {
             self.buffers
         )?;
         writeln!(f, "modules: {} for {}{jit}", self.modules, self.arch)?;
+        if !self.provenance.is_empty() {
+            writeln!(f, "loaded by: {}", self.provenance.join("; "))?;
+        }
         writeln!(f, "flags used: {}", flags.join(", "))?;
         writeln!(f, "attributes needed: {attributes}")?;
         if !self.unchecked.is_empty() {

@@ -39,6 +39,10 @@ pub enum CoreError {
 pub enum ValidationError {
     #[error("{item} has `{field}`, a format v2 field, but the core says version 1")]
     V2FieldInV1 { field: &'static str, item: String },
+    #[error("{item} has `{field}`, a format v3 field, but the core says version {version}")]
+    V3FieldInOlder { field: &'static str, item: String, version: u32 },
+    #[error("{item}: {what} (format v3, docs/format-v3.md \"What v3 settles\")")]
+    Unsettled { item: String, what: String },
     #[error("node `{node}` of template `{template}` is an {kind} node: native replay does not rebuild event nodes, so a core holding one is refused")]
     EventNode { template: String, node: String, kind: &'static str },
     #[error("node `{node}` of template `{template}`: parameter {param} is declared external, memory outside the arena that replay does not map; no kernel may receive such an address")]

@@ -10,7 +10,7 @@ use crate::{
     format::{
         buffer_at, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
         FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp,
-        PointerParam, RecordedFlags, Shard, Template, Unchecked,
+        PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
     },
     shards::{plan, ShardCap},
     validate,
@@ -19,11 +19,21 @@ use crate::{
 /// Bytes read back from the device and written per step of a snapshot.
 const SNAPSHOT_CHUNK: u64 = 64 << 20;
 
-/// A compiled module the core will carry: its id, PTX text and the functions it exports.
+/// A module the core will carry: its id, kind and image, and the functions of it that
+/// the templates use.
 pub struct ModuleImage {
     pub id: String,
-    pub ptx: String,
+    pub kind: ModuleKind,
+    pub image: Vec<u8>,
     pub functions: Vec<crate::cuda::Function>,
+    pub provenance: Option<Provenance>,
+}
+
+impl ModuleImage {
+    /// A module compiled from source to PTX.
+    pub fn ptx(id: String, ptx: &str, functions: Vec<crate::cuda::Function>) -> Self {
+        Self { id, kind: ModuleKind::Ptx, image: ptx.as_bytes().to_vec(), functions, provenance: None }
+    }
 }
 
 /// Builds a core directory step by step.
@@ -48,8 +58,12 @@ impl Exporter {
         let mut function_modules = HashMap::new();
         let mut manifest_modules = Vec::new();
         for m in modules {
-            let file = format!("modules/{}.ptx", m.id);
-            let sha256 = writer.write_file(&file, m.ptx.as_bytes())?;
+            let extension = match m.kind {
+                ModuleKind::Ptx => "ptx",
+                ModuleKind::Cubin => "cubin",
+            };
+            let file = format!("modules/{}.{extension}", m.id);
+            let sha256 = writer.write_file(&file, &m.image)?;
             let function = |f: &crate::cuda::Function| {
                 Ok(Function { name: f.name().into(), params: f.layout().to_vec(), attributes: f.attributes()? })
             };
@@ -57,7 +71,8 @@ impl Exporter {
             for f in &m.functions {
                 function_modules.insert(f.name().to_owned(), m.id.clone());
             }
-            manifest_modules.push(Module { id: m.id.clone(), kind: ModuleKind::Ptx, file, sha256, functions });
+            let provenance = m.provenance.clone();
+            manifest_modules.push(Module { id: m.id.clone(), kind: m.kind, file, sha256, functions, provenance });
         }
         let manifest = Manifest {
             format: FormatTag::default(),
@@ -69,6 +84,7 @@ impl Exporter {
             templates: Vec::new(),
             expectations: Vec::new(),
             unchecked: Vec::new(),
+            producer_seconds: Default::default(),
         };
         let mut by_offset = manifest.buffers.clone();
         by_offset.sort_by_key(|b| b.offset);
@@ -119,17 +135,38 @@ impl Exporter {
     }
 
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.
+    /// Each kernel's module is the exported module that holds a function of its name.
     pub fn template(&mut self, name: &str, graph: &RetainedGraph, flags: RecordedFlags) -> Result<(), ExportError> {
+        let by_name = std::mem::take(&mut self.function_modules);
+        let recorded = self.template_with(name, graph, flags, |_, function| by_name.get(function).cloned());
+        self.function_modules = by_name;
+        recorded
+    }
+
+    /// As [`Self::template`], with each kernel node's module id given by `module_of(node,
+    /// function)`: for cores whose function names repeat across modules.
+    pub fn template_with(
+        &mut self,
+        name: &str,
+        graph: &RetainedGraph,
+        flags: RecordedFlags,
+        module_of: impl Fn(NodeId, &str) -> Option<String>,
+    ) -> Result<(), ExportError> {
         let driver_nodes = graph.nodes()?;
         let ids: Vec<String> = (0..driver_nodes.len()).map(|i| format!("n{i}")).collect();
         let nodes = driver_nodes
             .into_iter()
-            .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.kind)? }))
+            .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.id, n.kind, &module_of)? }))
             .collect::<Result<Vec<_>, ExportError>>()?;
         let edge = |(f, t, kind): (NodeId, NodeId, _)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind };
         let edges = graph.edges()?.into_iter().map(edge).collect();
         self.manifest.templates.push(Template { name: name.into(), flags, nodes, edges, capture_order: ids });
         Ok(())
+    }
+
+    /// Records what the producing process spent, in seconds, by name.
+    pub fn producer_seconds(&mut self, seconds: impl IntoIterator<Item = (String, f64)>) {
+        self.manifest.producer_seconds.extend(seconds);
     }
 
     pub fn expect(&mut self, expectation: Expectation) {
@@ -148,17 +185,21 @@ impl Exporter {
         Ok(self.manifest)
     }
 
-    fn node_op(&self, template: &str, kind: NodeKind) -> Result<NodeOp, ExportError> {
+    fn node_op(
+        &self,
+        template: &str,
+        id: NodeId,
+        kind: NodeKind,
+        module_of: &impl Fn(NodeId, &str) -> Option<String>,
+    ) -> Result<NodeOp, ExportError> {
         let fail = |what: String| ExportError::Node { template: template.into(), what };
         Ok(match kind {
             NodeKind::Kernel { function, grid, block, shared_mem, params, layout, launch } => {
-                let module = self
-                    .function_modules
-                    .get(&function)
+                let module = module_of(id, &function)
                     .ok_or_else(|| fail(format!("function `{function}` is in no exported module")))?;
                 let pointers = self.pointer_params(&layout, &params);
                 NodeOp::Kernel(KernelNode {
-                    module: module.clone(),
+                    module,
                     function,
                     grid,
                     block,

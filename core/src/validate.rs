@@ -44,6 +44,11 @@ pub fn manifest(m: &Manifest) -> Result {
     if m.format.version < 2 {
         v1_has_no_v2_field(m)?;
     }
+    if m.format.version < 3 {
+        older_has_no_v3_field(m)?;
+    } else {
+        v3_settled(m)?;
+    }
     if m.context.tp_world_size == 0 || m.context.tp_rank >= m.context.tp_world_size {
         return Err(E::TensorParallel { rank: m.context.tp_rank, world: m.context.tp_world_size });
     }
@@ -94,6 +99,85 @@ fn v1_has_no_v2_field(m: &Manifest) -> Result {
             }
             if k.pointers.iter().any(|p| p.at != 0) {
                 return found("at", format!("a pointer of node `{}` of template `{}`", node.id, t.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn older_has_no_v3_field(m: &Manifest) -> Result {
+    let found = |field, item: String| Err(E::V3FieldInOlder { field, item, version: m.format.version });
+    if let Some(module) = m.modules.iter().find(|module| module.provenance.is_some()) {
+        return found("provenance", format!("module `{}`", module.id));
+    }
+    if !m.producer_seconds.is_empty() {
+        return found("producer-seconds", "the manifest".into());
+    }
+    Ok(())
+}
+
+/// At most this many producer figures, so a manifest cannot flood a report.
+pub const MAX_PRODUCER_FIGURES: usize = 32;
+
+/// Producer figures are seconds under short kebab-case names.
+fn producer_seconds(m: &Manifest) -> Result {
+    let fail = |what: String| Err(E::Unsettled { item: "producer-seconds".into(), what });
+    if m.producer_seconds.len() > MAX_PRODUCER_FIGURES {
+        return fail(format!("{} figures, more than {MAX_PRODUCER_FIGURES}", m.producer_seconds.len()));
+    }
+    let kebab = |n: &str| {
+        !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    match m.producer_seconds.iter().find(|(name, s)| !kebab(name) || !s.is_finite() || **s < 0.0) {
+        Some((name, s)) => fail(format!(
+            "`{}` = {s}: names are kebab-case (at most 64 characters), values finite seconds ≥ 0",
+            name.escape_debug()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What v2 left an independent exporter to guess, v3 settles as rules.
+fn v3_settled(m: &Manifest) -> Result {
+    producer_seconds(m)?;
+    let fail = |item: String, what: &str| Err(E::Unsettled { item, what: what.into() });
+    let mut functions = HashMap::new();
+    for module in &m.modules {
+        for f in &module.functions {
+            let item = || format!("function `{}` of module `{}`", f.name, module.id);
+            if f.attributes.max_dynamic_shared_size_bytes.is_none() {
+                return fail(item(), "max-dynamic-shared-size-bytes is missing: v3 records the driver's value for every function (it is 48 KiB less the static shared memory, never a fixed default)");
+            }
+            if f.attributes.non_portable_cluster_size_allowed == Some(false) {
+                return fail(item(), "non-portable-cluster-size-allowed is false: write it as true or leave it out");
+            }
+            functions.insert((module.id.as_str(), f.name.as_str()), f);
+        }
+    }
+    for t in &m.templates {
+        for node in &t.nodes {
+            let NodeOp::Kernel(k) = &node.op else { continue };
+            let item = || format!("node `{}` of template `{}`", node.id, t.name);
+            let l = &k.launch;
+            if l.cooperative == Some(false) {
+                return fail(item(), "cooperative is false: write it as true or leave it out");
+            }
+            if l.cluster_scheduling_policy.is_some() && l.cluster_dim.is_none() {
+                return fail(item(), "cluster-scheduling-policy is recorded without cluster-dim");
+            }
+            let required = functions
+                .get(&(k.module.as_str(), k.function.as_str()))
+                .and_then(|f| f.attributes.required_cluster_dim);
+            if let (Some(required), Some(dim)) = (required, l.cluster_dim) {
+                if required != dim {
+                    return fail(
+                        item(),
+                        &format!("cluster-dim {dim:?} differs from its function's required-cluster-dim {required:?}"),
+                    );
+                }
+            }
+            if let Some(p) = k.pointers.iter().find(|p| p.at % 8 != 0) {
+                return fail(item(), &format!("pointer `at` {} of parameter {} is not a multiple of 8 (offsets count from the parameter's start)", p.at, p.param));
             }
         }
     }

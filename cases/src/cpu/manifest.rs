@@ -6,7 +6,8 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
     format::{
-        BufferContents, Core, Edge, EdgeKind, NodeOp, PointerParam, Shard, Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
+        BufferContents, ClusterScheduling, Core, Edge, EdgeKind, NodeOp, PointerParam, Provenance, Shard, Unchecked,
+        MANIFEST_FILE, MAX_MANIFEST_BYTES,
     },
     validate::MAX_MODULE_BYTES,
 };
@@ -31,6 +32,17 @@ macro_rules! invalid {
     ($($pattern:tt)+) => {
         |e: &CoreError| matches!(e, CoreError::Invalid(V::$($pattern)+))
     };
+}
+
+/// A v3 rule broken: refused as unsettled, with `what` in the text.
+macro_rules! unsettled {
+    ($what:literal) => {
+        |e: &CoreError| matches!(e, CoreError::Invalid(V::Unsettled { what, .. }) if what.contains($what))
+    };
+}
+
+fn provenance() -> Provenance {
+    Provenance { library: "libcublasLt.so.13".into(), version: Some("13.0.2.14".into()), runtime_compiled: false }
 }
 
 fn row(slug: &'static str, corrupt: fn(&mut CoreDraft), expected: fn(&CoreError) -> bool) -> Corruption {
@@ -310,8 +322,8 @@ pub fn corruptions() -> Vec<Corruption> {
         ),
         row(
             "pointer-past-its-parameter",
-            |d| d.kernel_mut().pointers[1].at = 4,
-            invalid!(PointerParamSize { param: 2, at: 4, size: 8, .. }),
+            |d| d.kernel_mut().pointers[1].at = 8,
+            invalid!(PointerParamSize { param: 2, at: 8, size: 8, .. }),
         ),
         row(
             "shared-memory-above-function-limit",
@@ -362,6 +374,48 @@ pub fn corruptions() -> Vec<Corruption> {
             |d| (d.manifest.format.version, d.manifest.buffers[3].contents) = (1, BufferContents::Zero),
             invalid!(V2FieldInV1 { field: "contents", .. }),
         ),
+        row(
+            "v3-field-in-v2-core",
+            |d| {
+                d.manifest.format.version = 2;
+                d.manifest.modules[0].provenance = Some(provenance());
+            },
+            invalid!(V3FieldInOlder { field: "provenance", version: 2, .. }),
+        ),
+        row(
+            "v3-dynamic-shared-limit-missing",
+            |d| d.manifest.modules[0].functions[0].attributes.max_dynamic_shared_size_bytes = None,
+            unsettled!("max-dynamic-shared-size-bytes is missing"),
+        ),
+        row(
+            "v3-non-portable-cluster-false",
+            |d| d.manifest.modules[0].functions[0].attributes.non_portable_cluster_size_allowed = Some(false),
+            unsettled!("non-portable-cluster-size-allowed is false"),
+        ),
+        row(
+            "v3-cooperative-false",
+            |d| d.kernel_mut().launch.cooperative = Some(false),
+            unsettled!("cooperative is false"),
+        ),
+        row(
+            "v3-scheduling-without-cluster",
+            |d| d.kernel_mut().launch.cluster_scheduling_policy = Some(ClusterScheduling::Spread),
+            unsettled!("cluster-scheduling-policy is recorded without cluster-dim"),
+        ),
+        row(
+            "v3-cluster-dim-disagrees-with-function",
+            |d| {
+                d.manifest.modules[0].functions[0].attributes.required_cluster_dim = Some([2, 1, 1]);
+                d.kernel_mut().launch.cluster_dim = Some([1, 1, 1]);
+            },
+            unsettled!("differs from its function's required-cluster-dim"),
+        ),
+        row(
+            "v3-producer-seconds-not-seconds",
+            |d| _ = d.manifest.producer_seconds.insert("warm-up-s".into(), -1.0),
+            unsettled!("values finite seconds"),
+        ),
+        row("v3-pointer-at-unaligned", |d| d.kernel_mut().pointers[0].at = 4, unsettled!("is not a multiple of 8")),
         row(
             "shard-holds-unstored-bytes",
             |d| d.manifest.buffers[3].contents = BufferContents::Undefined,

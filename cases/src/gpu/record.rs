@@ -24,10 +24,11 @@ pub fn cases() -> Vec<Case> {
         let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "capture the chain")?;
         let images = recorder.images();
         let by_entries = images_by_entries(&gpu.ctx, &images).map_err(|e| Verdict::Failed(e.to_string()))?;
-        let kernels = accepted(template.kernel_modules(), "read the kernels' modules")?;
+        let kernels = accepted(template.kernel_functions(), "read the kernels' modules")?;
         let nodes = accepted(template.nodes(), "read the nodes")?;
         chain.reset()?;
         for (id, function, entries) in &kernels {
+            let function = function.name();
             let image =
                 image_of(function, entries, &images, &by_entries).map_err(|e| Verdict::Failed(e.to_string()))?;
             let reloaded = Module::load(&gpu.ctx, &image.bytes).map_err(|e| Verdict::Failed(e.to_string()))?;

@@ -132,6 +132,8 @@ pub(crate) fn replay_metrics(
         measured("templates-unchecked", m.unchecked.len() as f64, "1"),
         measured("upload-gbps", upload_gbps, "GB/s"),
     ]);
+    // What the producing process spent, beside what the restore spends (v3).
+    metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
     if let Some(floors) = floors {
         metrics.extend([
             measured("read-floor-gbps", floors.read_gbps, "GB/s"),

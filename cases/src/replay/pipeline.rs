@@ -238,10 +238,8 @@ fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
     w.kernels()
         .into_iter()
         .zip(&s.ptx)
-        .map(|(k, (id, ptx))| ModuleImage {
-            id: id.to_string(),
-            ptx: ptx.clone(),
-            functions: k.functions.iter().map(|f| s.functions[*f].clone()).collect(),
+        .map(|(k, (id, ptx))| {
+            ModuleImage::ptx(id.to_string(), ptx, k.functions.iter().map(|f| s.functions[*f].clone()).collect())
         })
         .collect()
 }

@@ -15,7 +15,7 @@ use cudarc::driver::sys;
 
 use super::{
     build::{add_raw, KernelSpec, NodeSpec},
-    check, Context, Function, Result, Stream,
+    check, Context, CudaError, Function, Result, Stream,
 };
 use crate::{
     contract::GraphExecutable,
@@ -149,6 +149,17 @@ impl RetainedGraph {
         Self { ctx: ctx.clone(), raw, added, functions }
     }
 
+    /// A copy of a graph another part of the process captured (PyTorch's `CUDAGraph`
+    /// kept with `keep_graph=True`), owned by this value; the original stays theirs.
+    ///
+    /// # Safety
+    /// `raw` must be a live `CUgraph` of `ctx`'s context, not modified during the call.
+    pub unsafe fn clone_of(ctx: &Context, raw: u64) -> Result<Self> {
+        let mut copy = ptr::null_mut();
+        ctx.call("cuGraphClone", || sys::cuGraphClone(&mut copy, raw as sys::CUgraph))?;
+        Ok(Self::from_raw(ctx.clone(), copy))
+    }
+
     /// An empty template to build node by node.
     pub fn empty(ctx: &Context) -> Result<Self> {
         let mut raw = ptr::null_mut();
@@ -195,7 +206,7 @@ impl RetainedGraph {
     /// Each kernel node's function and the kernels of its module, by position in
     /// [`Self::nodes`]: what maps a node to the image its function was loaded from. A
     /// module is asked once per distinct function.
-    pub fn kernel_modules(&self) -> Result<Vec<(NodeId, String, BTreeSet<String>)>> {
+    pub fn kernel_functions(&self) -> Result<Vec<(NodeId, Function, BTreeSet<String>)>> {
         let mut modules: HashMap<usize, BTreeSet<String>> = HashMap::new();
         let mut out = Vec::new();
         for (i, node) in self.raw_nodes()?.into_iter().enumerate() {
@@ -205,7 +216,7 @@ impl RetainedGraph {
                 Entry::Occupied(known) => known.get().clone(),
                 Entry::Vacant(new) => new.insert(function.module_entries()?).clone(),
             };
-            out.push((NodeId(i), function.name().to_owned(), entries));
+            out.push((NodeId(i), function, entries));
         }
         Ok(out)
     }
@@ -316,7 +327,20 @@ fn kernel_function(node: sys::CUgraphNode) -> Result<Option<sys::CUfunction>> {
     // SAFETY: a kernel node; the struct is plain data filled by the driver.
     let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
     check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
-    Ok(Some(p.func))
+    node_function(&p).map(Some)
+}
+
+/// A kernel node's function. A node launched through a `CUkernel` (the runtime's lazy
+/// loading) may carry the kernel and no function: the function is the kernel's in the
+/// current context.
+fn node_function(p: &sys::CUDA_KERNEL_NODE_PARAMS) -> Result<sys::CUfunction> {
+    if !p.func.is_null() || p.kern.is_null() {
+        return Ok(p.func);
+    }
+    let mut func = ptr::null_mut();
+    // SAFETY: `kern` is the live kernel handle the driver just reported; writes one handle.
+    check("cuKernelGetFunction", unsafe { sys::cuKernelGetFunction(&mut func, p.kern) })?;
+    Ok(func)
 }
 
 fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
@@ -357,16 +381,8 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
     // SAFETY: a kernel node; the struct is plain data filled by the driver.
     let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
     check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
-    let function = Function::from_node(p.func)?;
-    let mut params = vec![0u8; function.param_bytes() as usize];
-    for (i, slot) in function.layout().iter().enumerate() {
-        // SAFETY: the driver returns one pointer per parameter, each to `slot.size` bytes,
-        // valid while the node is unchanged.
-        unsafe {
-            let src = *p.kernelParams.add(i) as *const u8;
-            ptr::copy_nonoverlapping(src, params[slot.offset as usize..].as_mut_ptr(), slot.size as usize);
-        }
-    }
+    let function = Function::from_node(node_function(&p)?)?;
+    let params = param_values(&p, &function)?;
     Ok(NodeKind::Kernel {
         function: function.name().to_owned(),
         grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
@@ -376,6 +392,63 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
         layout: function.layout().to_vec(),
         launch: super::attributes::node_launch_attributes(node)?,
     })
+}
+
+/// The parameter blob of a kernel node, laid out per the function's slots. The driver
+/// reports either one pointer per parameter (`kernelParams`) or, for a launch made with
+/// `extra`, one packed buffer already laid out that way (cuBLASLt launches so).
+fn param_values(p: &sys::CUDA_KERNEL_NODE_PARAMS, function: &Function) -> Result<Vec<u8>> {
+    let mut params = vec![0u8; function.param_bytes() as usize];
+    let unreported =
+        || CudaError::Unsupported(format!("the driver reports no parameter values for `{}`", function.name()));
+    if !p.kernelParams.is_null() {
+        for (i, slot) in function.layout().iter().enumerate() {
+            // SAFETY: the driver returns one pointer per parameter, each to `slot.size`
+            // bytes, valid while the node is unchanged.
+            let src = unsafe { *p.kernelParams.add(i) } as *const u8;
+            if src.is_null() {
+                return Err(unreported());
+            }
+            // SAFETY: as above; the destination has room by the layout's construction.
+            unsafe { ptr::copy_nonoverlapping(src, params[slot.offset as usize..].as_mut_ptr(), slot.size as usize) };
+        }
+        return Ok(params);
+    }
+    let (buffer, size) = packed_buffer(p.extra).ok_or_else(unreported)?;
+    if size < params.len() {
+        return Err(CudaError::Unsupported(format!(
+            "`{}` was launched with {size} parameter bytes, its layout needs {}",
+            function.name(),
+            params.len()
+        )));
+    }
+    // SAFETY: `buffer` holds `size` bytes, at least `params.len()`.
+    unsafe { ptr::copy_nonoverlapping(buffer, params.as_mut_ptr(), params.len()) };
+    Ok(params)
+}
+
+/// The buffer and size of an `extra` launch option list (`CU_LAUNCH_PARAM_BUFFER_POINTER`,
+/// `CU_LAUNCH_PARAM_BUFFER_SIZE`, ended by `CU_LAUNCH_PARAM_END`).
+fn packed_buffer(extra: *mut *mut std::ffi::c_void) -> Option<(*const u8, usize)> {
+    const END: usize = 0;
+    const BUFFER_POINTER: usize = 1;
+    const BUFFER_SIZE: usize = 2;
+    let (mut buffer, mut size) = (None, None);
+    for i in (0..).step_by(2) {
+        if extra.is_null() {
+            break;
+        }
+        // SAFETY: the driver's list is pairs of pointers ended by END; read pair by pair.
+        let (key, value) = unsafe { (*extra.add(i) as usize, *extra.add(i + 1)) };
+        match key {
+            END => break,
+            BUFFER_POINTER => buffer = Some(value as *const u8),
+            // SAFETY: for this key the value points to a `size_t`.
+            BUFFER_SIZE if !value.is_null() => size = Some(unsafe { *(value as *const usize) }),
+            _ => return None,
+        }
+    }
+    Some((buffer.filter(|b| !b.is_null())?, size?))
 }
 
 /// An executable (`CUgraphExec`), with the flags it was instantiated with and the flags

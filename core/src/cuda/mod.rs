@@ -100,6 +100,18 @@ pub fn driver_version() -> Result<u32> {
     Ok(version as u32)
 }
 
+/// Whether work issued to `stream` (a raw `CUstream` of another library, 0 for the
+/// legacy stream) would be captured into a graph now. A stream the driver cannot answer
+/// for counts as capturing, the side that never reuses memory a graph may hold.
+///
+/// # Safety
+/// `stream` must be 0 or a live stream of the current context.
+pub unsafe fn is_capturing(stream: usize) -> bool {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let answered = sys::cuStreamIsCapturing(stream as sys::CUstream, &mut status).result().is_ok();
+    !answered || status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+}
+
 fn device_info(ordinal: i32) -> Result<DeviceInfo> {
     use sys::CUdevice_attribute::*;
     let err = |call| move |e| CudaError::Driver { call, code: describe(e) };

@@ -3,10 +3,10 @@ use serde::{Deserialize, Serialize};
 /// The value of `format.name` in every core.
 pub const FORMAT_NAME: &str = "gnomon-core";
 /// The version this crate writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Every version this crate reads. Readers keep every version they ever wrote; a v1 core
 /// reads as the v2 core it migrates to (`docs/format-v2.md`, "Migration from v1").
-pub const READABLE_VERSIONS: &[u32] = &[1, 2];
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3];
 
 /// The whole manifest of a core (`manifest.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,10 @@ pub struct Manifest {
     /// (v2) Templates that replay launches but whose outputs nobody compares, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unchecked: Vec<Unchecked>,
+    /// (v3) Seconds the producing process spent (warm-up, capture, instantiate, export),
+    /// by name: reported beside the restore's metrics, so the two can be compared.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub producer_seconds: std::collections::BTreeMap<String, f64>,
 }
 
 /// A template whose outputs are not compared, and why (v2).
@@ -180,6 +184,23 @@ pub struct Module {
     pub file: String,
     pub sha256: String,
     pub functions: Vec<Function>,
+    /// (v3) Where the image came from, when a recorder saw it loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+/// (v3) The shared object that had the driver load a module, as the recorder saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Provenance {
+    /// Its file name, `libcublasLt.so.13` and the like.
+    pub library: String,
+    /// Its version, where the file name or its installed package says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The image was compiled in the exporting process (NVRTC, Triton), not shipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runtime_compiled: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -39,8 +39,16 @@ type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32;
 type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
 
-/// Images as the callback copied them: (CUPTI's module id, bytes), in load order.
-pub(super) type Loads = Mutex<Vec<(u32, Vec<u8>)>>;
+/// One image as the callback copied it: the bytes, and the shared
+/// object that asked the driver to load it (the first frame of the call stack outside
+/// the driver, CUDA's runtime, CUPTI and Gnomon), where the stack could be walked.
+pub(super) struct Load {
+    pub bytes: Vec<u8>,
+    pub loader: Option<PathBuf>,
+}
+
+/// Images in load order.
+pub(super) type Loads = Mutex<Vec<Load>>;
 
 /// CUPTI, opened once and never closed: it stays attached to the driver.
 static CUPTI: OnceLock<(PathBuf, Library)> = OnceLock::new();
@@ -107,6 +115,10 @@ impl Subscription {
     }
 }
 
+// SAFETY: the subscriber handle is process-wide (CUPTI allows one per process), and the
+// sink it writes is behind a mutex; nothing in a subscription is tied to a thread.
+unsafe impl Send for Subscription {}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         // SAFETY: the handle came from `cuptiSubscribe`; after this no callback runs, so
@@ -150,5 +162,47 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     }
     // SAFETY: CUPTI says the image is `cubin_size` bytes at `cubin`, until we return.
     let bytes = unsafe { std::slice::from_raw_parts(module.cubin as *const u8, module.cubin_size) }.to_vec();
-    sink.lock().unwrap_or_else(|e| e.into_inner()).push((module.module_id, bytes));
+    let loader = loader();
+    sink.lock().unwrap_or_else(|e| e.into_inner()).push(Load { bytes, loader });
+}
+
+/// Objects on the stack of a module load that are the loading machinery, not its user.
+const MACHINERY: [&str; 4] = ["libcuda.so", "libcupti.so", "libcudart.so", "libcudadebugger.so"];
+
+/// The shared object whose code asked for the load now under way.
+fn loader() -> Option<PathBuf> {
+    let own = object_of(on_callback as *const c_void);
+    let mut found = None;
+    // SAFETY: walks this thread's own stack inside the callback; the closure only reads
+    // each frame's instruction pointer and looks it up.
+    unsafe {
+        backtrace::trace_unsynchronized(|frame| {
+            let object = object_of(frame.ip());
+            let machinery = |o: &PathBuf| {
+                let name = o.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                MACHINERY.iter().any(|m| name.starts_with(m)) || Some(o) == own.as_ref()
+            };
+            match object {
+                Some(o) if !machinery(&o) => {
+                    found = Some(o);
+                    false
+                }
+                _ => true,
+            }
+        })
+    };
+    found
+}
+
+/// The file of the shared object (or executable) that holds `address`.
+fn object_of(address: *const c_void) -> Option<PathBuf> {
+    // SAFETY: `dladdr` fills `info` for any address, or returns 0; the name it points to
+    // belongs to the loader and is copied before the next call.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(address, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        Some(PathBuf::from(CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned()))
+    }
 }

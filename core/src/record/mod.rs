@@ -10,11 +10,14 @@
 //! `unsafe` are in `cupti.rs`.
 
 mod cupti;
+mod provenance;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::PathBuf,
 };
+
+pub use provenance::provenance;
 
 use crate::{
     cuda::{Context, Module},
@@ -29,6 +32,8 @@ pub struct LoadedImage {
     pub bytes: Vec<u8>,
     /// How many times the driver loaded these bytes.
     pub loads: u32,
+    /// The shared objects that had the driver load them, where the stack said.
+    pub loaders: BTreeSet<PathBuf>,
 }
 
 /// Subscribed to CUPTI's module-loaded callback from [`ImageRecorder::start`] until it is
@@ -51,14 +56,20 @@ impl ImageRecorder {
 
     /// Every distinct image loaded so far, in the order each was first loaded.
     pub fn images(&self) -> Vec<LoadedImage> {
-        let loads = self.subscription.loads().lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let loads = self.subscription.loads().lock().unwrap_or_else(|e| e.into_inner());
         let mut images: Vec<LoadedImage> = Vec::new();
-        for (_, bytes) in loads {
-            let sha256 = hash_hex(bytes.as_slice()).expect("hashing memory cannot fail");
-            match images.iter_mut().find(|i| i.sha256 == sha256) {
-                Some(seen) => seen.loads += 1,
-                None => images.push(LoadedImage { sha256, bytes, loads: 1 }),
-            }
+        for load in loads.iter() {
+            let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
+            let image = match images.iter().position(|i| i.sha256 == sha256) {
+                Some(seen) => &mut images[seen],
+                None => {
+                    let bytes = load.bytes.clone();
+                    images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new() });
+                    images.last_mut().expect("just pushed")
+                }
+            };
+            image.loads += 1;
+            image.loaders.extend(load.loader.clone());
         }
         images
     }
@@ -121,7 +132,7 @@ mod tests {
     use super::*;
 
     fn image(byte: u8) -> LoadedImage {
-        LoadedImage { sha256: hash_hex(&[byte][..]).unwrap(), bytes: vec![byte], loads: 1 }
+        LoadedImage { sha256: hash_hex(&[byte][..]).unwrap(), bytes: vec![byte], loads: 1, loaders: BTreeSet::new() }
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
