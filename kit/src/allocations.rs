@@ -1,0 +1,175 @@
+//! The arena's bookkeeping: which ranges are allocated, free, or retired. An allocation
+//! made or freed while its stream is being captured is *retired* when freed: a graph may
+//! read or write it at every launch, so its range is never handed out again. Everything
+//! else is reused first-fit, as a plain allocator would.
+
+use std::collections::BTreeMap;
+
+use crate::errors::AllocError;
+
+/// Every allocation starts at a multiple of this, as CUDA's own allocators do (vectorised
+/// kernels assume it).
+pub const ALIGN: u64 = 512;
+
+/// One allocation: its arena offset, the size asked for, and whether a capture may use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub offset: u64,
+    pub size: u64,
+    pub captured: bool,
+}
+
+/// Where an allocation stands now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Live,
+    /// Freed, but a captured graph may use it; never reused.
+    Retired,
+}
+
+#[derive(Clone, Debug)]
+pub struct Allocations {
+    base: u64,
+    size: u64,
+    /// Free ranges by offset, coalesced: offset → length.
+    free: BTreeMap<u64, u64>,
+    live: BTreeMap<u64, Block>,
+    retired: BTreeMap<u64, Block>,
+}
+
+impl Allocations {
+    pub fn new(base: u64, size: u64) -> Self {
+        let free = if size > 0 { BTreeMap::from([(0, size)]) } else { BTreeMap::new() };
+        Self { base, size, free, live: BTreeMap::new(), retired: BTreeMap::new() }
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The address of `size` new bytes, first fit; `capturing` marks it as a capture's.
+    pub fn allocate(&mut self, size: u64, capturing: bool) -> Result<u64, AllocError> {
+        let span = span(size).ok_or(AllocError::TooLarge { size })?;
+        let Some((&offset, &len)) = self.free.iter().find(|(_, &len)| len >= span) else {
+            return Err(AllocError::Exhausted {
+                size,
+                arena: self.size,
+                free: self.free.values().sum(),
+                largest: self.free.values().copied().max().unwrap_or(0),
+            });
+        };
+        self.free.remove(&offset);
+        if len > span {
+            self.free.insert(offset + span, len - span);
+        }
+        self.live.insert(offset, Block { offset, size, captured: capturing });
+        Ok(self.base + offset)
+    }
+
+    /// Frees the allocation at `address`: retired if a capture may use it, reusable else.
+    pub fn free(&mut self, address: u64, capturing: bool) -> Result<(), AllocError> {
+        let offset = address.checked_sub(self.base).ok_or(AllocError::NotAllocated { address })?;
+        let mut block = self.live.remove(&offset).ok_or(AllocError::NotAllocated { address })?;
+        if block.captured || capturing {
+            block.captured = true;
+            self.retired.insert(offset, block);
+            return Ok(());
+        }
+        self.release(offset, span(block.size).expect("allocated sizes have a span"));
+        Ok(())
+    }
+
+    /// The allocation, live or retired, that holds `address`.
+    pub fn holding(&self, address: u64) -> Option<(Block, Standing)> {
+        let offset = address.checked_sub(self.base)?;
+        let within = |map: &BTreeMap<u64, Block>| {
+            let (_, b) = map.range(..=offset).next_back()?;
+            (offset - b.offset < b.size).then_some(*b)
+        };
+        within(&self.live)
+            .map(|b| (b, Standing::Live))
+            .or_else(|| within(&self.retired).map(|b| (b, Standing::Retired)))
+    }
+
+    /// Every allocation a core must declare, live and retired, by offset.
+    pub fn blocks(&self) -> Vec<(Block, Standing)> {
+        let live = self.live.values().map(|b| (*b, Standing::Live));
+        let retired = self.retired.values().map(|b| (*b, Standing::Retired));
+        let mut all: Vec<_> = live.chain(retired).collect();
+        all.sort_by_key(|(b, _)| b.offset);
+        all
+    }
+
+    /// Returns `[offset, offset + len)` to the free ranges, joined with its neighbours.
+    fn release(&mut self, mut offset: u64, mut len: u64) {
+        if let Some((&before, &before_len)) = self.free.range(..offset).next_back() {
+            if before + before_len == offset {
+                self.free.remove(&before);
+                (offset, len) = (before, before_len + len);
+            }
+        }
+        if let Some(after_len) = self.free.remove(&(offset + len)) {
+            len += after_len;
+        }
+        self.free.insert(offset, len);
+    }
+}
+
+/// The arena bytes an allocation of `size` takes; a zero-byte allocation takes one unit,
+/// so every allocation has an address of its own.
+fn span(size: u64) -> Option<u64> {
+    size.max(1).checked_next_multiple_of(ALIGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: u64 = 0x2000_0000_0000;
+
+    #[test]
+    fn freed_ranges_are_reused_first_fit_and_coalesced() {
+        let mut a = Allocations::new(BASE, 4 * ALIGN);
+        let x = a.allocate(ALIGN, false).unwrap();
+        let y = a.allocate(1, false).unwrap();
+        let z = a.allocate(2 * ALIGN, false).unwrap();
+        assert_eq!((x, y, z), (BASE, BASE + ALIGN, BASE + 2 * ALIGN));
+        assert!(matches!(a.allocate(1, false), Err(AllocError::Exhausted { free: 0, .. })));
+        a.free(x, false).unwrap();
+        a.free(y, false).unwrap();
+        assert_eq!(a.allocate(2 * ALIGN, false).unwrap(), BASE, "two freed neighbours make one range");
+    }
+
+    /// What a capture touched is never handed out again, whether it was allocated during
+    /// the capture or freed during it.
+    #[test]
+    fn what_a_capture_may_use_is_retired_never_reused() {
+        let mut a = Allocations::new(BASE, 3 * ALIGN);
+        let during = a.allocate(10, true).unwrap();
+        let before = a.allocate(10, false).unwrap();
+        a.free(during, false).unwrap();
+        a.free(before, true).unwrap();
+        let next = a.allocate(10, false).unwrap();
+        assert_eq!(next, BASE + 2 * ALIGN);
+        assert_eq!(a.holding(during + 9).map(|(_, s)| s), Some(Standing::Retired));
+        assert_eq!(a.holding(during + 10), None, "past the size asked for");
+        let standings: Vec<_> = a.blocks().into_iter().map(|(b, s)| (b.offset, s)).collect();
+        assert_eq!(standings, [(0, Standing::Retired), (ALIGN, Standing::Retired), (2 * ALIGN, Standing::Live)]);
+    }
+
+    #[test]
+    fn unknown_addresses_and_impossible_sizes_are_refused() {
+        let mut a = Allocations::new(BASE, ALIGN);
+        assert!(matches!(a.free(BASE, false), Err(AllocError::NotAllocated { .. })));
+        assert!(matches!(a.free(1, false), Err(AllocError::NotAllocated { .. })));
+        assert!(matches!(a.allocate(u64::MAX, false), Err(AllocError::TooLarge { .. })));
+        let x = a.allocate(0, false).unwrap();
+        assert!(matches!(a.free(x + 1, false), Err(AllocError::NotAllocated { .. })), "not the start");
+        a.free(x, false).unwrap();
+        assert!(matches!(a.free(x, false), Err(AllocError::NotAllocated { .. })), "freed twice");
+    }
+}

@@ -1,0 +1,40 @@
+use gnomon_core::errors::{CudaError, ExportError, RecordError};
+use thiserror::Error;
+
+/// The arena refused an allocation or a free.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AllocError {
+    #[error("cannot allocate {size} bytes in the gnomon arena of {arena} bytes: {free} are free, the largest free range {largest} (pass a larger size to use_arena)")]
+    Exhausted { size: u64, arena: u64, free: u64, largest: u64 },
+    #[error("an allocation of {size} bytes cannot be placed")]
+    TooLarge { size: u64 },
+    #[error("0x{address:x} is not an allocation of the gnomon arena")]
+    NotAllocated { address: u64 },
+}
+
+/// Exporting a live process's graphs.
+#[derive(Debug, Error)]
+pub enum KitError {
+    #[error("no gnomon arena is in use: call use_arena before the program's first allocation")]
+    NoArena,
+    #[error("tensor `{name}` (0x{address:x}) is not in the gnomon arena: it was allocated before use_arena, or by another allocator")]
+    OutsideArena { name: String, address: u64 },
+    #[error("tensor `{name}` lies in memory that was freed")]
+    Freed { name: String },
+    #[error("one allocation holds `{first}` ({first_role}) and `{second}` ({second_role}): a buffer has one role")]
+    TwoRoles { first: String, first_role: &'static str, second: String, second_role: &'static str },
+    #[error("{0}")]
+    Role(String),
+    #[error("template `{template}` node {node}: kernel `{kernel}` has no recorded image (start the recorder before the program's first kernel): {source}")]
+    MissingImage { template: String, node: usize, kernel: String, source: RecordError },
+    #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]
+    ImageKind { sha256: String, head: String },
+    #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]
+    NoOutputs(String),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+}

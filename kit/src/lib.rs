@@ -1,0 +1,14 @@
+//! The port kit: what a capturing process links to turn its CUDA graphs into a core.
+//!
+//! - [`allocations`]: the arena's bookkeeping, which knows every allocation and never
+//!   reuses memory a capture may hold;
+//! - [`declare`]: buffers from those allocations and the roles the caller names;
+//! - [`live`]: the GPU side, mapping the arena and exporting graphs with the core's
+//!   exporter, images from the load-time recorder.
+//!
+//! The Python package (`python/`) is a thin binding over this crate.
+
+pub mod allocations;
+pub mod declare;
+pub mod errors;
+pub mod live;

@@ -1,0 +1,270 @@
+//! The GPU side of the kit, in the capturing process: map the arena where asked, then
+//! export graphs that another library captured into it. Templates are walked by the
+//! core's exporter; each kernel's image is the recorded image with exactly its module's
+//! kernels; expectations come from launching each template here from the core's own
+//! state, with undefined buffers holding replay's poison.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+    time::Instant,
+};
+
+use gnomon_core::{
+    cuda::{driver_version, ArenaMapping, Context, Function, RetainedGraph},
+    export::{Exporter, ModuleImage},
+    format::{
+        hash_hex, Arena, BufferContents, BufferRole, Context as CoreContext, Expectation, Manifest, ModuleKind,
+        OutputDigest, Producer, RecordedFlags,
+    },
+    record::{image_of, images_by_entries, provenance, ImageRecorder, LoadedImage},
+    replay::POISON,
+};
+use serde::Serialize;
+
+use crate::{
+    allocations::Allocations,
+    declare::{declare, Declared, Tensor},
+    errors::KitError,
+};
+
+/// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
+/// says where the driver would have put them.
+pub fn map_arena(ctx: &Context, base: u64, size: u64) -> Result<ArenaMapping, KitError> {
+    let granularity = ArenaMapping::granularity(ctx)?;
+    let size =
+        size.checked_next_multiple_of(granularity).ok_or(KitError::Role(format!("arena size {size} too large")))?;
+    Ok(ArenaMapping::map(ctx, &[(base, size)])?)
+}
+
+/// What to export: graphs by template name (raw `CUgraph` handles), the tensors the caller
+/// named, and how replay shall instantiate and store them.
+pub struct Request<'a> {
+    pub out: &'a Path,
+    pub graphs: Vec<(String, u64)>,
+    pub tensors: Vec<Tensor>,
+    pub flags: u64,
+    pub shard_cap: u64,
+    pub producer: Producer,
+    /// Seconds the capturing process spent before the export, by name.
+    pub producer_seconds: Vec<(String, f64)>,
+}
+
+/// What an export did, for the caller's report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Exported {
+    pub templates: usize,
+    pub nodes: usize,
+    pub kernel_nodes: usize,
+    /// Kernel nodes whose image came from each recorder route; none is missing, or the
+    /// export failed naming it.
+    pub kernel_nodes_by_route: BTreeMap<&'static str, usize>,
+    /// Kernel nodes by the library that loaded their image (`unknown` where the stack
+    /// could not be walked).
+    pub kernel_nodes_by_library: BTreeMap<String, usize>,
+    pub images_recorded: usize,
+    pub modules: usize,
+    pub module_bytes: u64,
+    pub buffers: usize,
+    pub stored_bytes: u64,
+    pub snapshot_s: f64,
+    pub expectations_s: f64,
+    pub export_s: f64,
+}
+
+/// Exports `request.graphs`, captured in the arena `mapping` maps, as a core.
+pub fn export(
+    ctx: &Context,
+    mapping: &ArenaMapping,
+    allocations: &Allocations,
+    recorder: &ImageRecorder,
+    request: Request,
+) -> Result<Exported, KitError> {
+    let started = Instant::now();
+    ctx.synchronize()?;
+    let graphs = request
+        .graphs
+        .iter()
+        // SAFETY: the caller hands live graphs of this process's primary context.
+        .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
+        .collect::<Result<Vec<_>, KitError>>()?;
+    let images = recorder.images();
+    let kernels = Kernels::resolve(ctx, &graphs, &images)?;
+    let declared = declare(allocations, &request.tensors)?;
+    let arena = Arena {
+        base: allocations.base(),
+        size: mapping.shards().iter().map(|s| s.size).sum(),
+        shard_cap: request.shard_cap,
+        granularity: ArenaMapping::granularity(ctx)?,
+    };
+    let context = CoreContext {
+        sm: ctx.info().sm,
+        device_name: ctx.info().name.clone(),
+        driver_version: driver_version()?,
+        tp_rank: 0,
+        tp_world_size: 1,
+        producer: request.producer,
+    };
+    let modules = kernels.modules(&images)?;
+    let module_bytes = modules.iter().map(|m| m.image.len() as u64).sum();
+    let mut exporter = Exporter::new(request.out, context, arena, declared.buffers.clone(), &modules)?;
+    let flags = RecordedFlags { explicit: Some(request.flags), from_executable: None };
+    for (t, (name, graph)) in graphs.iter().enumerate() {
+        exporter.template_with(name, graph, flags, |node, _| kernels.by_node.get(&(t, node.0)).cloned())?;
+    }
+    let (stored_bytes, snapshot_s) = exporter.snapshot(ctx, mapping)?;
+    let computing = Instant::now();
+    for e in expectations(ctx, exporter.manifest(), &graphs, request.flags, &declared)? {
+        exporter.expect(e);
+    }
+    let expectations_s = computing.elapsed().as_secs_f64();
+    exporter.producer_seconds(request.producer_seconds);
+    exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
+    let manifest = exporter.finish()?;
+    Ok(Exported {
+        templates: manifest.templates.len(),
+        nodes: manifest.templates.iter().map(|t| t.nodes.len()).sum(),
+        kernel_nodes: kernels.by_node.len(),
+        kernel_nodes_by_route: BTreeMap::from([("cupti-module-loaded", kernels.by_node.len())]),
+        kernel_nodes_by_library: by_library(&manifest, &kernels),
+        images_recorded: images.len(),
+        modules: manifest.modules.len(),
+        module_bytes,
+        buffers: manifest.buffers.len(),
+        stored_bytes,
+        snapshot_s,
+        expectations_s,
+        export_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Each kernel node's module, and the functions each module must list.
+struct Kernels {
+    /// (template index, node) → module id.
+    by_node: HashMap<(usize, usize), String>,
+    /// Module id → (image index, functions by name).
+    functions: BTreeMap<String, (usize, BTreeMap<String, Function>)>,
+}
+
+impl Kernels {
+    fn resolve(ctx: &Context, graphs: &[(String, RetainedGraph)], images: &[LoadedImage]) -> Result<Self, KitError> {
+        let by_entries = images_by_entries(ctx, images)?;
+        let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
+        for (t, (template, graph)) in graphs.iter().enumerate() {
+            for (node, function, entries) in graph.kernel_functions()? {
+                let image = image_of(function.name(), &entries, images, &by_entries).map_err(|source| {
+                    KitError::MissingImage {
+                        template: template.clone(),
+                        node: node.0,
+                        kernel: function.name().into(),
+                        source,
+                    }
+                })?;
+                let index = images.iter().position(|i| std::ptr::eq(i, image)).expect("an image of the list");
+                let id = module_id(image);
+                let (_, functions) = kernels.functions.entry(id.clone()).or_insert_with(|| (index, BTreeMap::new()));
+                functions.entry(function.name().to_owned()).or_insert(function);
+                kernels.by_node.insert((t, node.0), id);
+            }
+        }
+        Ok(kernels)
+    }
+
+    /// Each distinct image the templates use, once, with the functions they use from it.
+    fn modules(&self, images: &[LoadedImage]) -> Result<Vec<ModuleImage>, KitError> {
+        self.functions
+            .iter()
+            .map(|(id, (index, functions))| {
+                let image = &images[*index];
+                Ok(ModuleImage {
+                    id: id.clone(),
+                    kind: image_kind(image)?,
+                    image: image.bytes.clone(),
+                    functions: functions.values().cloned().collect(),
+                    provenance: image.loaders.first().map(|l| provenance(l)),
+                })
+            })
+            .collect()
+    }
+}
+
+fn by_library(m: &Manifest, kernels: &Kernels) -> BTreeMap<String, usize> {
+    let library = |id: &String| {
+        let module = m.modules.iter().find(|module| &module.id == id);
+        module.and_then(|module| module.provenance.as_ref()).map_or("unknown".into(), |p| p.library.clone())
+    };
+    let mut counts = BTreeMap::new();
+    for id in kernels.by_node.values() {
+        *counts.entry(library(id)).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Modules are named by content, so an image loaded twice is stored once.
+fn module_id(image: &LoadedImage) -> String {
+    format!("m{}", &image.sha256[..16])
+}
+
+fn image_kind(image: &LoadedImage) -> Result<ModuleKind, KitError> {
+    let head = &image.bytes[..image.bytes.len().min(8)];
+    if head.starts_with(b"\x7fELF") {
+        Ok(ModuleKind::Cubin)
+    } else if head.is_ascii() {
+        Ok(ModuleKind::Ptx)
+    } else {
+        Err(KitError::ImageKind { sha256: image.sha256.clone(), head: format!("{head:02x?}") })
+    }
+}
+
+/// Launches each template once from the core's state, as replay does before each launch:
+/// writable stored buffers as snapshotted, undefined ones poisoned. Returns the digest of
+/// every compared buffer of each template.
+fn expectations(
+    ctx: &Context,
+    m: &Manifest,
+    graphs: &[(String, RetainedGraph)],
+    flags: u64,
+    declared: &Declared,
+) -> Result<Vec<Expectation>, KitError> {
+    let stream = ctx.stream()?;
+    let base = m.arena.base;
+    let mut copies = Vec::new();
+    for b in m.buffers.iter().filter(|b| b.role != BufferRole::Weight && b.contents == BufferContents::Stored) {
+        let copy = ctx.alloc(b.size)?;
+        // SAFETY: the buffer lies in the arena, mapped while the caller holds the mapping;
+        // `copy` has the buffer's size.
+        unsafe { stream.copy(copy.ptr(), base + b.offset, b.size) }?;
+        copies.push((b, copy));
+    }
+    let mut expectations = Vec::new();
+    for (name, graph) in graphs {
+        let exec = graph.instantiate(flags)?;
+        for (b, copy) in &copies {
+            // SAFETY: as above, in the other direction.
+            unsafe { stream.copy(base + b.offset, copy.ptr(), b.size) }?;
+        }
+        for b in m.buffers.iter().filter(|b| b.contents == BufferContents::Undefined) {
+            // SAFETY: an arena buffer, as above.
+            unsafe { stream.memset_u8(base + b.offset, POISON, b.size) }?;
+        }
+        exec.launch(&stream)?;
+        stream.synchronize()?;
+        let mut outputs = Vec::new();
+        for (buffer, templates) in &declared.compared {
+            if !templates.is_empty() && !templates.contains(name) {
+                continue;
+            }
+            let b = m.buffers.iter().find(|b| &b.name == buffer).expect("compared buffers are declared");
+            // SAFETY: an arena buffer, as above.
+            let bytes = unsafe { ctx.read(base + b.offset, b.size) }?;
+            let sha256 = hash_hex(bytes.as_slice()).expect("hashing memory cannot fail");
+            outputs.push(OutputDigest { buffer: buffer.clone(), sha256 });
+        }
+        if outputs.is_empty() {
+            return Err(KitError::NoOutputs(name.clone()));
+        }
+        expectations.push(Expectation { template: name.clone(), outputs, reference: None, tolerance: None });
+    }
+    Ok(expectations)
+}
