@@ -1,0 +1,105 @@
+"""The PyTorch side of the kit.
+
+1. ``record()`` before the program's first kernel (or run the program with
+   ``python -m gnomon.torch SCRIPT``): every image the driver loads is kept.
+2. ``use_arena(size)`` before the first CUDA allocation: PyTorch allocates in a fixed
+   virtual range that Gnomon maps and knows allocation by allocation.
+3. Capture with ``torch.cuda.CUDAGraph(keep_graph=True)``, then ``export(...)``.
+"""
+
+import json
+import os
+import runpy
+import sys
+from collections.abc import Mapping
+
+from . import _native, parse_size
+
+__all__ = ["record", "use_arena", "export", "DEFAULT_BASE"]
+
+#: Where the arena starts unless told otherwise: high above what the driver hands out.
+DEFAULT_BASE = 0x2000_0000_0000
+
+def _cuda_initialised():
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
+def record():
+    """Starts the load-time image recorder (CUPTI's module-loaded callback). It must run
+    before the first kernel: a module loaded unseen has no image, and export names it."""
+    if _native.recording():
+        return
+    if _cuda_initialised():
+        raise RuntimeError("CUDA is already initialised: modules loaded so far were not recorded; "
+                           "call gnomon.torch.record() before the program's first CUDA call, "
+                           "or run it with python -m gnomon.torch")
+    _native.start_recording()
+
+
+def use_arena(size, base=DEFAULT_BASE, device=0):
+    """Maps ``size`` bytes at exactly ``base`` and makes it PyTorch's allocator. Returns the
+    size mapped. Refused when the driver does not place the range at ``base``."""
+    import torch
+
+    if _cuda_initialised():
+        raise RuntimeError("use_arena must come before the first CUDA allocation")
+    mapped = _native.use_arena(base, parse_size(size), device)
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(
+        _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free")
+    torch.cuda.memory.change_current_allocator(allocator)
+    return mapped
+
+
+def _named(tensors, role, template=None):
+    """(name, address, role, templates) for each tensor of a mapping or a module."""
+    if hasattr(tensors, "named_parameters"):
+        tensors = dict(tensors.named_parameters())
+    out = []
+    for name, t in dict(tensors).items():
+        if isinstance(t, Mapping):
+            out += _named(t, role, template=name)
+        else:
+            out.append((name, t.data_ptr(), role, [template] if template else []))
+    return out
+
+
+def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",
+           capture=None):
+    """Exports ``graphs`` ({template name: CUDAGraph captured with keep_graph=True}) as a
+    core at ``out``.
+
+    ``weights`` (a mapping or a module), ``inputs`` and ``kv_cache`` name tensors by role;
+    ``outputs`` maps names to tensors compared after every template, or template names to
+    such mappings. Each template is launched once here, from the core's state, to compute
+    its expectations: afterwards the arena holds what that launch left. ``capture`` names
+    the seconds the program spent getting here ({"warm-up-s": ..., "capture-s": ...}); the
+    core keeps them and ``gnomon qualify`` reports them beside the restore. Returns what
+    the export did (nodes, kernel nodes by recorder route and library, modules, bytes,
+    seconds)."""
+    import torch
+
+    from . import __version__
+
+    torch.cuda.synchronize()
+    named = (_named(weights, "weight") + _named(inputs, "input")
+             + _named(outputs, "output") + _named(kv_cache, "kv-cache"))
+    handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
+    figures = [(name, float(s)) for name, s in (capture or {}).items()]
+    summary = _native.export(os.fspath(out), handles, named, flags, parse_size(shard_cap), __version__, figures)
+    return json.loads(summary)
+
+
+def _main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m gnomon.torch SCRIPT [ARGS...]\n"
+              "runs SCRIPT with the kernel-image recorder started before it")
+        return 0 if argv else 2
+    record()
+    sys.argv = list(argv)
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,193 @@
+"""A decode step of a Hugging Face model, captured per batch size and exported with the
+kit: the ports the nightly `models` profile qualifies (docs/ci/models.md).
+
+    python -m gnomon.torch python/ports/decode.py --model gpt2 --mode eager --out DIR
+
+Weights are random (nothing is downloaded). The step attends over a static KV cache that
+holds `--context` earlier positions and writes the new one; each batch size is one graph.
+`--check-only` computes the eager step and prints its digest, without capture or export:
+the same program run with and without the recorder must print the same digest.
+"""
+
+import argparse
+import hashlib
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import gnomon.torch as gt
+
+# cuDNN first, as serving stacks prefer it on Hopper; the others where it declines a shape.
+BACKENDS = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.MATH]
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.set_default_dtype(torch.float16)
+    cfg = GPT2Config()
+    with torch.device("cuda"):
+        model = GPT2LMHeadModel(cfg).eval()
+    tr = model.transformer
+    heads, dim = cfg.n_head, cfg.n_embd // cfg.n_head
+
+    def step(tokens, kc, vc, pos):
+        b, e = tokens.shape[0], cfg.n_embd
+        x = (tr.wte(tokens) + tr.wpe.weight[pos])[:, None]
+        for i, blk in enumerate(tr.h):
+            q, k, v = blk.attn.c_attn(blk.ln_1(x)).split(e, dim=2)
+            q, k, v = (t.view(b, 1, heads, dim).transpose(1, 2) for t in (q, k, v))
+            a = attend(q, k, v, kc[i, :b], vc[i, :b], pos)
+            x = x + blk.attn.c_proj(a.transpose(1, 2).reshape(b, 1, e))
+            x = x + blk.mlp(blk.ln_2(x))
+        return model.lm_head(tr.ln_f(x))[:, 0]
+
+    return model, step, (cfg.n_layer, heads, dim, cfg.vocab_size)
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_default_dtype(torch.bfloat16)
+    # Llama-2-7B's widths, ten layers: 4.6 GB of bf16 weights.
+    cfg = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=10, num_attention_heads=32,
+                      num_key_value_heads=32, vocab_size=32000)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg).eval()
+    heads, dim = cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
+    rope = {}
+
+    def rotary(pos):
+        if pos not in rope:
+            inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, device="cuda", dtype=torch.float32) / dim))
+            angles = torch.cat([inv * pos, inv * pos])
+            rope[pos] = (angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16))
+        return rope[pos]
+
+    def rotate(t, cos, sin):
+        half = t.shape[-1] // 2
+        return t * cos + torch.cat([-t[..., half:], t[..., :half]], dim=-1) * sin
+
+    def step(tokens, kc, vc, pos):
+        b = tokens.shape[0]
+        cos, sin = rotary(pos)
+        x = model.model.embed_tokens(tokens)[:, None]
+        for i, layer in enumerate(model.model.layers):
+            at, h = layer.self_attn, layer.input_layernorm(x)
+            q, k, v = (p(h).view(b, 1, heads, dim).transpose(1, 2) for p in (at.q_proj, at.k_proj, at.v_proj))
+            a = attend(rotate(q, cos, sin), rotate(k, cos, sin), v, kc[i, :b], vc[i, :b], pos)
+            x = x + at.o_proj(a.transpose(1, 2).reshape(b, 1, heads * dim))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return model.lm_head(model.model.norm(x))[:, 0]
+
+    return model, step, (cfg.num_hidden_layers, heads, dim, cfg.vocab_size)
+
+
+def attend(q, k, v, k_cache, v_cache, pos):
+    """Writes this position's key and value, then attends over every cached one; eagerly
+    with cuDNN first, compiled as Inductor chooses."""
+    k_cache[:, :, pos:pos + 1].copy_(k)
+    v_cache[:, :, pos:pos + 1].copy_(v)
+    keys, values = k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1]
+    if torch.compiler.is_compiling():
+        return F.scaled_dot_product_attention(q, keys, values)
+    with sdpa_kernel(BACKENDS, set_priority=True):
+        return F.scaled_dot_product_attention(q, keys, values)
+
+
+def say(*what):
+    print("decode:", *what, flush=True)
+
+
+def digest(t):
+    return hashlib.sha256(t.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", choices=["gpt2", "llama"], required=True)
+    p.add_argument("--mode", choices=["eager", "compiled"], default="eager")
+    p.add_argument("--batches", default="1,2,4,8")
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--arena", default="8GiB")
+    p.add_argument("--out")
+    p.add_argument("--summary")
+    p.add_argument("--check-only", action="store_true")
+    args = p.parse_args()
+    started = time.perf_counter()
+    if not args.check_only:
+        gt.record()
+    gt.use_arena(args.arena)
+    say("arena in use")
+    torch.manual_seed(0)
+    model, step, (layers, heads, dim, vocab) = {"gpt2": gpt2, "llama": llama}[args.model]()
+    if args.mode == "compiled":
+        import torch._inductor.config as inductor
+
+        inductor.max_autotune_gemm = True
+        inductor.max_autotune_gemm_backends = "TRITON"
+        step = torch.compile(step, dynamic=False)
+    batches = [int(b) for b in args.batches.split(",")]
+    pos = args.context
+    shape = (layers, max(batches), heads, pos + 1, dim)
+    kc, vc = torch.randn(shape, device="cuda") * 0.5, torch.randn(shape, device="cuda") * 0.5
+    tokens = {b: torch.randint(0, vocab, (b,), device="cuda") for b in batches}
+    timings = {"model-ready-s": time.perf_counter() - started}
+    say("model ready")
+
+    with torch.no_grad():
+        if args.check_only:
+            out = step(tokens[batches[-1]], kc, vc, pos)
+            torch.cuda.synchronize()
+            timings["first-step-s"] = time.perf_counter() - started
+            print(json.dumps({"digest": digest(out), **timings}))
+            return
+        warm = time.perf_counter()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for b in batches:
+                for _ in range(3):
+                    step(tokens[b], kc, vc, pos)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        timings["warm-up-s"] = time.perf_counter() - warm
+        say("warmed up")
+        capture = time.perf_counter()
+        graphs, outputs, eager = {}, {}, {}
+        for b in batches:
+            g = torch.cuda.CUDAGraph(keep_graph=True)
+            with torch.cuda.graph(g):
+                outputs[f"b{b}"] = {f"logits-b{b}": step(tokens[b], kc, vc, pos)}
+            graphs[f"b{b}"] = g
+        torch.cuda.synchronize()
+        timings["capture-s"] = time.perf_counter() - capture
+        say("captured")
+        instantiate = time.perf_counter()
+        for g in graphs.values():
+            g.instantiate()
+        torch.cuda.synchronize()
+        timings["instantiate-s"] = time.perf_counter() - instantiate
+        for b in batches:
+            graphs[f"b{b}"].replay()
+            eager[f"b{b}"] = digest(step(tokens[b], kc, vc, pos)) == digest(outputs[f"b{b}"][f"logits-b{b}"])
+        torch.cuda.synchronize()
+
+    say("graphs equal eager:", eager)
+    inputs = {f"tokens-b{b}": t for b, t in tokens.items()}
+    summary = gt.export(graphs, args.out, weights=model, inputs=inputs, outputs=outputs,
+                        kv_cache={"k": kc, "v": vc}, capture=timings)
+    summary.update(timings, model=args.model, mode=args.mode, batches=batches,
+                   graph_equals_eager=eager, total_s=time.perf_counter() - started)
+    print(json.dumps(summary, indent=1))
+    if args.summary:
+        with open(args.summary, "w") as f:
+            json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

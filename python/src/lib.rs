@@ -1,0 +1,217 @@
+//! `gnomon._native`: the port kit for Python. PyTorch's pluggable allocator calls the two
+//! C entry points below; Python calls the functions of the module. Everything they do is
+//! in `gnomon-kit` and `gnomon-core`; this file only converts.
+
+use std::{
+    cell::RefCell,
+    ffi::c_void,
+    path::PathBuf,
+    sync::{Mutex, MutexGuard},
+};
+
+use gnomon_core::{
+    account::Account,
+    cuda::{ArenaMapping, Context},
+    format::{Core, Producer},
+    record::ImageRecorder,
+};
+use gnomon_kit::{
+    allocations::{Allocations, Block, Standing},
+    declare::{declare, Role, Tensor},
+    live::{self, Request},
+};
+use pyo3::{exceptions::PyRuntimeError, prelude::*};
+
+/// The arena's bookkeeping, shared with the allocator's entry points on any thread.
+static ARENA: Mutex<Option<Allocations>> = Mutex::new(None);
+/// The load-time image recorder, from `start_recording` to the end of the process.
+static RECORDER: Mutex<Option<ImageRecorder>> = Mutex::new(None);
+
+thread_local! {
+    /// The arena's mapping, on the thread that made it (CUDA handles here are bound to
+    /// one thread). Kept to the end of the process: memory may be freed into it until then.
+    static MAPPING: RefCell<Option<ArenaMapping>> = const { RefCell::new(None) };
+}
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Subscribes to the driver's module loads; returns the CUPTI library it runs on.
+#[pyfunction]
+fn start_recording() -> PyResult<String> {
+    let mut recorder = lock(&RECORDER);
+    if recorder.is_some() {
+        return Err(error("the recorder is already running"));
+    }
+    let started = ImageRecorder::start().map_err(error)?;
+    let library = started.library().map(|p| p.display().to_string()).unwrap_or_default();
+    *recorder = Some(started);
+    Ok(library)
+}
+
+/// Whether the recorder runs.
+#[pyfunction]
+fn recording() -> bool {
+    lock(&RECORDER).is_some()
+}
+
+/// Maps `size` bytes at exactly `base` on `device`; returns the size mapped (rounded up to
+/// the granularity).
+#[pyfunction]
+fn use_arena(base: u64, size: u64, device: u32) -> PyResult<u64> {
+    let mut arena = lock(&ARENA);
+    if arena.is_some() {
+        return Err(error("an arena is already in use"));
+    }
+    let ctx = Context::new(device).map_err(error)?;
+    let mapping = live::map_arena(&ctx, base, size).map_err(error)?;
+    let mapped = mapping.shards().iter().map(|s| s.size).sum();
+    *arena = Some(Allocations::new(base, mapped));
+    MAPPING.with(|m| *m.borrow_mut() = Some(mapping));
+    Ok(mapped)
+}
+
+/// PyTorch's `CUDAPluggableAllocator` allocation entry point. A refusal is said on stderr
+/// and returns null, which PyTorch reports as out of memory.
+#[no_mangle]
+pub extern "C" fn gnomon_torch_malloc(size: isize, _device: i32, stream: *mut c_void) -> *mut c_void {
+    // SAFETY: PyTorch passes its current stream of the current context.
+    let capturing = unsafe { gnomon_core::cuda::is_capturing(stream as usize) };
+    let mut arena = lock(&ARENA);
+    let Some(allocations) = arena.as_mut() else {
+        eprintln!("gnomon: allocation before use_arena");
+        return std::ptr::null_mut();
+    };
+    match allocations.allocate(size.max(0) as u64, capturing) {
+        Ok(address) => address as *mut c_void,
+        Err(e) => {
+            eprintln!("gnomon: {e}");
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// PyTorch's `CUDAPluggableAllocator` free entry point.
+#[no_mangle]
+pub extern "C" fn gnomon_torch_free(ptr: *mut c_void, _size: isize, _device: i32, stream: *mut c_void) {
+    // SAFETY: as in `gnomon_torch_malloc`.
+    let capturing = unsafe { gnomon_core::cuda::is_capturing(stream as usize) };
+    if let Some(allocations) = lock(&ARENA).as_mut() {
+        if let Err(e) = allocations.free(ptr as u64, capturing) {
+            eprintln!("gnomon: free: {e}");
+        }
+    }
+}
+
+fn tensors(named: Vec<(String, u64, String, Vec<String>)>) -> PyResult<Vec<Tensor>> {
+    named
+        .into_iter()
+        .map(|(name, address, role, templates)| {
+            Ok(Tensor { name, address, role: Role::parse(&role).map_err(error)?, templates })
+        })
+        .collect()
+}
+
+/// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
+#[pyfunction]
+#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, capture))]
+fn export(
+    out: PathBuf,
+    graphs: Vec<(String, u64)>,
+    tensors_named: Vec<(String, u64, String, Vec<String>)>,
+    flags: u64,
+    shard_cap: u64,
+    producer_version: String,
+    capture: Vec<(String, f64)>,
+) -> PyResult<String> {
+    let recorder = lock(&RECORDER);
+    let recorder =
+        recorder.as_ref().ok_or_else(|| error("the recorder was not started: call gnomon.torch.record() first"))?;
+    let allocations = lock(&ARENA).as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?.clone();
+    let producer = Producer { name: "gnomon port kit".into(), version: producer_version, commit: String::new() };
+    let producer_seconds = capture;
+    let request =
+        Request { out: &out, graphs, tensors: tensors(tensors_named)?, flags, shard_cap, producer, producer_seconds };
+    MAPPING.with(|m| {
+        let mapping = m.borrow();
+        let mapping = mapping.as_ref().ok_or_else(|| error("export must run on the thread that called use_arena"))?;
+        let ctx = mapping.context().clone();
+        let exported = live::export(&ctx, mapping, &allocations, recorder, request).map_err(error)?;
+        Ok(serde_json::to_string(&exported).expect("a summary always serializes"))
+    })
+}
+
+/// The arena's bookkeeping on its own, for tests and tools: no GPU needed.
+#[pyclass(name = "Allocations")]
+struct PyAllocations(Allocations);
+
+#[pymethods]
+impl PyAllocations {
+    #[new]
+    fn new(base: u64, size: u64) -> Self {
+        Self(Allocations::new(base, size))
+    }
+
+    #[pyo3(signature = (size, capturing=false))]
+    fn allocate(&mut self, size: u64, capturing: bool) -> PyResult<u64> {
+        self.0.allocate(size, capturing).map_err(error)
+    }
+
+    #[pyo3(signature = (address, capturing=false))]
+    fn free(&mut self, address: u64, capturing: bool) -> PyResult<()> {
+        self.0.free(address, capturing).map_err(error)
+    }
+
+    /// `(offset, size, "live" | "retired")` of every allocation a core would declare.
+    fn blocks(&self) -> Vec<(u64, u64, &'static str)> {
+        self.0.blocks().into_iter().map(|(b, s)| describe(b, s)).collect()
+    }
+
+    /// The buffers a core would declare for these tensors: `(name, offset, size, role,
+    /// contents)`.
+    fn declare(
+        &self,
+        tensors_named: Vec<(String, u64, String, Vec<String>)>,
+    ) -> PyResult<Vec<(String, u64, u64, String, String)>> {
+        let declared = declare(&self.0, &tensors(tensors_named)?).map_err(error)?;
+        let kebab = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        Ok(declared
+            .buffers
+            .into_iter()
+            .map(|b| {
+                let role = kebab(serde_json::to_value(b.role).expect("enum"));
+                let contents = kebab(serde_json::to_value(b.contents).expect("enum"));
+                (b.name, b.offset, b.size, role, contents)
+            })
+            .collect())
+    }
+}
+
+fn describe(b: Block, s: Standing) -> (u64, u64, &'static str) {
+    (b.offset, b.size, if s == Standing::Live { "live" } else { "retired" })
+}
+
+/// Every rule of the format, file hashes included; returns the core's account as JSON.
+#[pyfunction]
+fn validate(core: PathBuf) -> PyResult<String> {
+    let core = Core::open(&core).map_err(error)?;
+    let account = Account::of(core.manifest());
+    Ok(serde_json::to_string(&account).map_err(error)?)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(start_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(recording, m)?)?;
+    m.add_function(wrap_pyfunction!(use_arena, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_class::<PyAllocations>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+"""The package's tests that need no GPU: the arena's bookkeeping and the buffers it
+declares, validation through the Rust core, sizes, and the bundled CLI."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import gnomon
+from gnomon import _native
+
+BASE = 0x2000_0000_0000
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
+
+
+def test_an_allocation_freed_during_a_capture_is_never_handed_out_again():
+    a = _native.Allocations(BASE, 4096)
+    captured = a.allocate(100, capturing=True)
+    eager = a.allocate(100)
+    a.free(captured)
+    a.free(eager)
+    assert a.allocate(100) == eager, "eager memory is reused"
+    assert a.blocks() == [(0, 100, "retired"), (512, 100, "live")]
+
+
+def test_each_allocation_is_declared_once_with_the_callers_role():
+    a = _native.Allocations(BASE, 1 << 20)
+    weight = a.allocate(4096)
+    constant = a.allocate(8)
+    logits = a.allocate(256, capturing=True)
+    scratch = a.allocate(64, capturing=True)
+    a.free(scratch)
+    tensors = [("wte", weight, "weight", []), ("lm_head", weight + 512, "weight", []),
+               ("logits", logits, "output", ["b1"])]
+    assert a.declare(tensors) == [
+        ("weight/wte", 0, 4096, "weight", "stored"),
+        ("state/1000", constant - BASE, 8, "input", "stored"),
+        ("output/logits", logits - BASE, 256, "output", "stored"),
+        ("scratch/1400", scratch - BASE, 64, "scratch", "undefined"),
+    ]
+
+
+def test_refusals_are_specific():
+    a = _native.Allocations(BASE, 1024)
+    with pytest.raises(RuntimeError, match=r"cannot allocate 2048 bytes in the gnomon arena of 1024 bytes"):
+        a.allocate(2048)
+    with pytest.raises(RuntimeError, match=r"is not an allocation of the gnomon arena"):
+        a.free(BASE + 8)
+    with pytest.raises(RuntimeError, match=r"tensor `x` \(0x10\) is not in the gnomon arena"):
+        a.declare([("x", 16, "weight", [])])
+    with pytest.raises(RuntimeError, match=r"unknown role `weights`"):
+        a.declare([("x", BASE, "weights", [])])
+
+
+def test_validation_runs_the_rust_validator(tmp_path):
+    account = gnomon.validate(GOLDEN / "v2")
+    assert account["format-version"] == 2 and account["templates"] >= 1
+    broken = tmp_path / "core"
+    shutil.copytree(GOLDEN / "v2", broken)
+    shard = next((broken / "shards").iterdir())
+    shard.write_bytes(shard.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(RuntimeError, match=r"sha|SHA|hash"):
+        gnomon.validate(broken)
+
+
+def test_sizes_parse_or_say_why():
+    assert gnomon.parse_size("64MiB") == 64 << 20
+    assert gnomon.parse_size("8 GiB") == 8 << 30
+    assert gnomon.parse_size(4096) == 4096
+    with pytest.raises(ValueError, match="not a size"):
+        gnomon.parse_size("lots")
+
+
+def test_the_bundled_binary_validates_a_core():
+    run = subprocess.run([str(gnomon.binary()), "validate", "--format", "json", str(GOLDEN / "v2")],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[0])["outcome"] == "valid"
+
+
+def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
+    import gnomon.torch as gt
+    with pytest.raises(RuntimeError, match="recorder was not started"):
+        _native.export("/nonexistent", [], [], 0, 1 << 30, "0", [])
+    assert gt.DEFAULT_BASE == BASE
