@@ -152,8 +152,8 @@ impl Kernels {
         let by_entries = images_by_entries(ctx, images)?;
         let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
         for (t, (template, graph)) in graphs.iter().enumerate() {
-            for (node, function, entries) in graph.kernel_functions()? {
-                let image = image_of(function.name(), &entries, images, &by_entries).map_err(|source| {
+            for (node, function, module) in graph.kernel_functions()? {
+                let image = image_of(function.name(), &module, images, &by_entries).map_err(|source| {
                     KitError::MissingImage {
                         template: template.clone(),
                         node: node.0,

@@ -27,10 +27,9 @@ pub fn cases() -> Vec<Case> {
         let kernels = accepted(template.kernel_functions(), "read the kernels' modules")?;
         let nodes = accepted(template.nodes(), "read the nodes")?;
         chain.reset()?;
-        for (id, function, entries) in &kernels {
+        for (id, function, module) in &kernels {
             let function = function.name();
-            let image =
-                image_of(function, entries, &images, &by_entries).map_err(|e| Verdict::Failed(e.to_string()))?;
+            let image = image_of(function, module, &images, &by_entries).map_err(|e| Verdict::Failed(e.to_string()))?;
             let reloaded = Module::load(&gpu.ctx, &image.bytes).map_err(|e| Verdict::Failed(e.to_string()))?;
             let kernel = reloaded
                 .function(function)

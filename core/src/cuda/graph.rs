@@ -6,7 +6,7 @@
 //! launched while its template is modified or destroyed.
 
 use std::{
-    collections::{hash_map::Entry, BTreeSet, HashMap},
+    collections::{hash_map::Entry, HashMap},
     ptr,
     sync::atomic::{AtomicUsize, Ordering},
 };
@@ -15,7 +15,7 @@ use cudarc::driver::sys;
 
 use super::{
     build::{add_raw, KernelSpec, NodeSpec},
-    check, Context, CudaError, Function, Result, Stream,
+    check, Context, CudaError, Function, LoadedModule, Result, Stream,
 };
 use crate::{
     contract::GraphExecutable,
@@ -206,15 +206,15 @@ impl RetainedGraph {
     /// Each kernel node's function and the kernels of its module, by position in
     /// [`Self::nodes`]: what maps a node to the image its function was loaded from. A
     /// module is asked once per distinct function.
-    pub fn kernel_functions(&self) -> Result<Vec<(NodeId, Function, BTreeSet<String>)>> {
-        let mut modules: HashMap<usize, BTreeSet<String>> = HashMap::new();
+    pub fn kernel_functions(&self) -> Result<Vec<(NodeId, Function, LoadedModule)>> {
+        let mut modules: HashMap<usize, LoadedModule> = HashMap::new();
         let mut out = Vec::new();
         for (i, node) in self.raw_nodes()?.into_iter().enumerate() {
             let Some(raw) = kernel_function(node)? else { continue };
             let function = Function::from_node(raw)?;
             let entries = match modules.entry(raw as usize) {
                 Entry::Occupied(known) => known.get().clone(),
-                Entry::Vacant(new) => new.insert(function.module_entries()?).clone(),
+                Entry::Vacant(new) => new.insert(function.module()?).clone(),
             };
             out.push((NodeId(i), function, entries));
         }

@@ -21,7 +21,7 @@ use cudarc::driver::{result as cu, sys};
 
 pub use build::{build_all, BuildFailure, GraphSpec, KernelSpec, NodeSpec};
 pub use graph::{instantiate_all, live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
-pub use module::{compile_ptx, nvrtc_version, Function, Module};
+pub use module::{compile_ptx, nvrtc_version, Function, LoadedModule, Module};
 pub use pinned::PinnedHost;
 pub use vmm::{ArenaMapping, MappedShard};
 

@@ -101,6 +101,15 @@ impl Module {
     }
 }
 
+/// A module the process has loaded, as a function's `cuFuncGetModule` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadedModule {
+    /// The `CUmodule` handle, as a number: compared, never used to call the driver.
+    pub handle: usize,
+    /// Its kernels' names.
+    pub entries: BTreeSet<String>,
+}
+
 /// A kernel with its parameter layout as the driver reports it.
 #[derive(Clone)]
 pub struct Function {
@@ -121,13 +130,13 @@ impl Function {
         &self.name
     }
 
-    /// The kernels of the module this function belongs to: what identifies the image
-    /// a node's function came from.
-    pub fn module_entries(&self) -> Result<BTreeSet<String>> {
+    /// The module this function belongs to: its handle and its kernels, which identify
+    /// the image a node's function came from.
+    pub fn module(&self) -> Result<LoadedModule> {
         let mut module = ptr::null_mut();
         // SAFETY: a live function; the driver writes its module's handle.
         check("cuFuncGetModule", unsafe { sys::cuFuncGetModule(&mut module, self.raw) })?;
-        entries_of(module)
+        Ok(LoadedModule { handle: module as usize, entries: entries_of(module)? })
     }
 
     pub fn layout(&self) -> &[ParamSlot] {

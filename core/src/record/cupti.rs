@@ -16,6 +16,28 @@ use crate::errors::RecordError;
 /// `cupti_callbacks.h`).
 const DOMAIN_RESOURCE: u32 = 3;
 const MODULE_LOADED: u32 = 6;
+/// `CUPTI_CB_DOMAIN_DRIVER_API`, and `CUPTI_API_EXIT` of `CUpti_ApiCallbackSite`.
+const DOMAIN_DRIVER_API: u32 = 1;
+const API_EXIT: u32 = 1;
+/// Driver calls that load a module and return its handle through their first parameter
+/// (`CUmodule *module`). Their callback ids are asked of CUPTI by name.
+const MODULE_LOADS: [&str; 4] = ["cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary"];
+/// Callback ids of the driver domain are below this (CUDA 13 defines about 800).
+const DRIVER_CBIDS: u32 = 4096;
+
+/// `CUpti_CallbackData`, the driver domain's callback data.
+#[repr(C)]
+struct ApiCallbackData {
+    site: u32,
+    function_name: *const c_char,
+    function_params: *const c_void,
+    return_value: *const c_void,
+    symbol_name: *const c_char,
+    context: *mut c_void,
+    context_uid: u32,
+    correlation_data: *mut u64,
+    correlation_id: u32,
+}
 
 /// `CUpti_ResourceData`: for a module load, `descriptor` is a [`ModuleResourceData`].
 #[repr(C)]
@@ -38,6 +60,7 @@ type Subscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -
 type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32;
 type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+type CallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32;
 
 /// One image as the callback copied it: the bytes, and the shared
 /// object that asked the driver to load it (the first frame of the call stack outside
@@ -47,8 +70,15 @@ pub(super) struct Load {
     pub loader: Option<PathBuf>,
 }
 
-/// Images in load order.
-pub(super) type Loads = Mutex<Vec<Load>>;
+/// What the callbacks saw: images in load order, and the module handles `cuModuleLoad*`
+/// returned, each with the digest of the ELF image it was given.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub loads: Vec<Load>,
+    pub modules: Vec<(usize, String)>,
+}
+
+pub(super) type Sink = Mutex<Seen>;
 
 /// CUPTI, opened once and never closed: it stays attached to the driver.
 static CUPTI: OnceLock<(PathBuf, Library)> = OnceLock::new();
@@ -70,8 +100,8 @@ fn library(candidates: &[PathBuf]) -> Result<&'static Library, RecordError> {
 pub(super) struct Subscription {
     handle: *mut c_void,
     unsubscribe: Unsubscribe,
-    _sink: Box<Loads>,
-    sink: *const Loads,
+    _sink: Box<Sink>,
+    sink: *const Sink,
 }
 
 impl Subscription {
@@ -93,8 +123,8 @@ impl Subscription {
                 *lib.get::<Unsubscribe>(b"cuptiUnsubscribe\0").map_err(missing("cuptiUnsubscribe"))?,
             )
         };
-        let sink: Box<Loads> = Box::new(Mutex::new(Vec::new()));
-        let sink_ptr: *const Loads = &*sink;
+        let sink: Box<Sink> = Box::default();
+        let sink_ptr: *const Sink = &*sink;
         let mut handle = std::ptr::null_mut();
         // SAFETY: `on_callback` matches `CUpti_CallbackFunc`; the sink it is handed lives
         // in this value until after `cuptiUnsubscribe` in `Drop`.
@@ -102,10 +132,14 @@ impl Subscription {
         let subscription = Self { handle, unsubscribe, _sink: sink, sink: sink_ptr };
         // SAFETY: a live subscriber handle and a domain and callback id CUPTI defines.
         call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_RESOURCE, MODULE_LOADED) })?;
+        for cbid in module_load_callbacks(lib) {
+            // SAFETY: as above, with an id CUPTI named.
+            call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_DRIVER_API, cbid) })?;
+        }
         Ok(subscription)
     }
 
-    pub(super) fn loads(&self) -> &Loads {
+    pub(super) fn seen(&self) -> &Sink {
         // SAFETY: points into `_sink`, which this value owns.
         unsafe { &*self.sink }
     }
@@ -127,6 +161,22 @@ impl Drop for Subscription {
     }
 }
 
+/// The driver-domain callback ids of [`MODULE_LOADS`], found by name; none where this
+/// CUPTI cannot name its callbacks (images are then mapped by their kernels alone).
+fn module_load_callbacks(lib: &Library) -> Vec<u32> {
+    // SAFETY: the symbol has the C signature of `cupti.h`.
+    let Ok(name_of) = (unsafe { lib.get::<CallbackName>(b"cuptiGetCallbackName\0") }) else { return Vec::new() };
+    (1..DRIVER_CBIDS)
+        .filter(|&cbid| {
+            let mut name = std::ptr::null();
+            // SAFETY: CUPTI writes a pointer to a static NUL-terminated string, or fails.
+            let named = unsafe { name_of(DOMAIN_DRIVER_API, cbid, &mut name) } == 0 && !name.is_null();
+            // SAFETY: as above.
+            named && MODULE_LOADS.iter().any(|m| unsafe { CStr::from_ptr(name) }.to_bytes() == m.as_bytes())
+        })
+        .collect()
+}
+
 fn missing(name: &'static str) -> impl Fn(libloading::Error) -> RecordError {
     move |e| RecordError::Cupti { call: name, code: u32::MAX, text: e.to_string() }
 }
@@ -146,13 +196,22 @@ fn result_string(lib: &Library, code: u32) -> String {
 /// CUPTI's callback: copies a loaded module's image into the sink and returns; it must
 /// not unwind into CUPTI, and holds the lock only to push.
 unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, cbdata: *const c_void) {
-    if domain != DOMAIN_RESOURCE || cbid != MODULE_LOADED || userdata.is_null() || cbdata.is_null() {
+    if userdata.is_null() || cbdata.is_null() {
+        return;
+    }
+    if domain == DOMAIN_DRIVER_API {
+        // SAFETY: for the driver domain CUPTI passes a `CUpti_CallbackData`; the sink is
+        // the one the subscription keeps alive.
+        unsafe { on_module_load_call(&*(cbdata as *const ApiCallbackData), &*(userdata as *const Sink)) };
+        return;
+    }
+    if domain != DOMAIN_RESOURCE || cbid != MODULE_LOADED {
         return;
     }
     // SAFETY: for this domain and id CUPTI passes a `CUpti_ResourceData` whose descriptor
     // is a `CUpti_ModuleResourceData`, valid until the callback returns; `userdata` is the
     // sink the subscription keeps alive.
-    let (module, sink) = unsafe { ((*(cbdata as *const ResourceData)).descriptor, &*(userdata as *const Loads)) };
+    let (module, sink) = unsafe { ((*(cbdata as *const ResourceData)).descriptor, &*(userdata as *const Sink)) };
     if module.is_null() {
         return;
     }
@@ -163,7 +222,61 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     // SAFETY: CUPTI says the image is `cubin_size` bytes at `cubin`, until we return.
     let bytes = unsafe { std::slice::from_raw_parts(module.cubin as *const u8, module.cubin_size) }.to_vec();
     let loader = loader();
-    sink.lock().unwrap_or_else(|e| e.into_inner()).push(Load { bytes, loader });
+    sink.lock().unwrap_or_else(|e| e.into_inner()).loads.push(Load { bytes, loader });
+}
+
+/// On the successful exit of a `cuModuleLoad*` given an ELF image, notes the module
+/// handle it returned with the digest of that image: the recorded image of the same
+/// digest is the module's, even when the driver loads it lazily, after the call.
+fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
+    if call.site != API_EXIT || call.function_params.is_null() || call.return_value.is_null() {
+        return;
+    }
+    // SAFETY: at exit, `return_value` points to the call's `CUresult`, and the parameters
+    // of every call in `MODULE_LOADS` begin with `CUmodule *module` (written on success)
+    // followed by the image pointer (a file name for `cuModuleLoad`, never an ELF image).
+    let (module, image) = unsafe {
+        if *(call.return_value as *const u32) != 0 {
+            return;
+        }
+        let params = call.function_params as *const *const c_void;
+        let out = *params as *const *mut c_void;
+        if out.is_null() {
+            return;
+        }
+        (*out as usize, *params.add(1) as *const u8)
+    };
+    // SAFETY: a `cuModuleLoad*` the driver accepted was given a readable image; its ELF
+    // header says how long it is.
+    let Some(bytes) = (unsafe { elf_image(image) }) else { return };
+    let sha256 = crate::format::hash_hex(bytes).expect("hashing memory cannot fail");
+    sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, sha256));
+}
+
+/// The bytes of the 64-bit ELF image at `image`, as long as its header and section
+/// headers say (the furthest end of a section or of the section header table).
+///
+/// # Safety
+/// `image` must be null or point to a readable image the driver accepted.
+unsafe fn elf_image<'a>(image: *const u8) -> Option<&'a [u8]> {
+    if image.is_null() || std::slice::from_raw_parts(image, 4) != b"\x7fELF" || *image.add(4) != 2 {
+        return None;
+    }
+    let read = |at: usize, len: usize| {
+        let mut bytes = [0u8; 8];
+        std::ptr::copy_nonoverlapping(image.add(at), bytes.as_mut_ptr(), len);
+        u64::from_le_bytes(bytes) as usize
+    };
+    let (shoff, shentsize, shnum) = (read(0x28, 8), read(0x3a, 2), read(0x3c, 2));
+    let mut end = shoff.checked_add(shentsize.checked_mul(shnum)?)?;
+    for i in 0..shnum {
+        let header = shoff + i * shentsize;
+        const NOBITS: usize = 8;
+        if read(header + 4, 4) != NOBITS {
+            end = end.max(read(header + 0x18, 8).checked_add(read(header + 0x20, 8))?);
+        }
+    }
+    (end < 1 << 30).then(|| std::slice::from_raw_parts(image, end))
 }
 
 /// Objects on the stack of a module load that are the loading machinery, not its user.

@@ -13,14 +13,14 @@ mod cupti;
 mod provenance;
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::PathBuf,
 };
 
 pub use provenance::provenance;
 
 use crate::{
-    cuda::{Context, Module},
+    cuda::{Context, LoadedModule, Module},
     errors::RecordError,
     format::hash_hex,
 };
@@ -34,6 +34,9 @@ pub struct LoadedImage {
     pub loads: u32,
     /// The shared objects that had the driver load them, where the stack said.
     pub loaders: BTreeSet<PathBuf>,
+    /// The `CUmodule` handles of `cuModuleLoad*` calls given exactly these bytes (a
+    /// handle the driver reused after an unload counts for its latest load only).
+    pub modules: BTreeSet<usize>,
 }
 
 /// Subscribed to CUPTI's module-loaded callback from [`ImageRecorder::start`] until it is
@@ -56,15 +59,17 @@ impl ImageRecorder {
 
     /// Every distinct image loaded so far, in the order each was first loaded.
     pub fn images(&self) -> Vec<LoadedImage> {
-        let loads = self.subscription.loads().lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.subscription.seen().lock().unwrap_or_else(|e| e.into_inner());
+        let latest: HashMap<usize, &String> = seen.modules.iter().map(|(m, sha)| (*m, sha)).collect();
         let mut images: Vec<LoadedImage> = Vec::new();
-        for load in loads.iter() {
+        for load in &seen.loads {
             let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
             let image = match images.iter().position(|i| i.sha256 == sha256) {
                 Some(seen) => &mut images[seen],
                 None => {
                     let bytes = load.bytes.clone();
-                    images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new() });
+                    let modules = latest.iter().filter(|(_, s)| ***s == sha256).map(|(m, _)| *m).collect();
+                    images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new(), modules });
                     images.last_mut().expect("just pushed")
                 }
             };
@@ -106,23 +111,29 @@ pub fn images_by_entries(ctx: &Context, images: &[LoadedImage]) -> Result<Vec<(B
         .collect()
 }
 
-/// The image whose kernels are exactly `entries` (the kernels of a node function's
-/// module): none is an image the recorder missed, named with the function.
+/// The image a node function's `module` was loaded from: the one a `cuModuleLoad*` of
+/// that handle was given, else the one whose kernels are exactly the module's. None is an
+/// image the recorder missed, named with the function.
 pub fn image_of<'i>(
     function: &str,
-    entries: &BTreeSet<String>,
+    module: &LoadedModule,
     images: &'i [LoadedImage],
     by_entries: &[(BTreeSet<String>, usize)],
 ) -> Result<&'i LoadedImage, RecordError> {
+    if let [image] = images.iter().filter(|i| i.modules.contains(&module.handle)).collect::<Vec<_>>()[..] {
+        return Ok(image);
+    }
     let matching: BTreeMap<&str, &LoadedImage> = by_entries
         .iter()
-        .filter(|(set, _)| set == entries)
+        .filter(|(set, _)| *set == module.entries)
         .map(|(_, i)| (images[*i].sha256.as_str(), &images[*i]))
         .collect();
     let mut found = matching.into_values();
     match (found.next(), found.next()) {
         (Some(image), None) => Ok(image),
-        (None, _) => Err(RecordError::NoImage { function: function.into(), module: entries.iter().cloned().collect() }),
+        (None, _) => {
+            Err(RecordError::NoImage { function: function.into(), module: module.entries.iter().cloned().collect() })
+        }
         (Some(_), Some(_)) => Err(RecordError::Ambiguous { function: function.into() }),
     }
 }
@@ -132,11 +143,21 @@ mod tests {
     use super::*;
 
     fn image(byte: u8) -> LoadedImage {
-        LoadedImage { sha256: hash_hex(&[byte][..]).unwrap(), bytes: vec![byte], loads: 1, loaders: BTreeSet::new() }
+        LoadedImage {
+            sha256: hash_hex(&[byte][..]).unwrap(),
+            bytes: vec![byte],
+            loads: 1,
+            loaders: BTreeSet::new(),
+            modules: BTreeSet::new(),
+        }
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn module(names: &[&str]) -> LoadedModule {
+        LoadedModule { handle: 0x100, entries: set(names) }
     }
 
     /// The whole set decides: a module with one more kernel is another image, two images
@@ -145,12 +166,24 @@ mod tests {
     fn a_function_maps_to_the_image_with_exactly_its_modules_kernels() {
         let images = [image(1), image(2), image(3)];
         let by_entries = vec![(set(&["a", "b"]), 0), (set(&["a"]), 1), (set(&["c"]), 2), (set(&["c"]), 2)];
-        assert_eq!(image_of("a", &set(&["a", "b"]), &images, &by_entries).unwrap(), &images[0]);
-        assert_eq!(image_of("a", &set(&["a"]), &images, &by_entries).unwrap(), &images[1]);
-        assert_eq!(image_of("c", &set(&["c"]), &images, &by_entries).unwrap(), &images[2], "the same image twice");
-        let missed = image_of("d", &set(&["d", "e"]), &images, &by_entries).unwrap_err();
+        assert_eq!(image_of("a", &module(&["a", "b"]), &images, &by_entries).unwrap(), &images[0]);
+        assert_eq!(image_of("a", &module(&["a"]), &images, &by_entries).unwrap(), &images[1]);
+        assert_eq!(image_of("c", &module(&["c"]), &images, &by_entries).unwrap(), &images[2], "the same image twice");
+        let missed = image_of("d", &module(&["d", "e"]), &images, &by_entries).unwrap_err();
         assert_eq!(missed.to_string(), "no recorded image holds the module of kernel `d` (its kernels: d, e)");
         let twins = vec![(set(&["a"]), 0), (set(&["a"]), 1)];
-        assert!(matches!(image_of("a", &set(&["a"]), &images, &twins), Err(RecordError::Ambiguous { .. })));
+        assert!(matches!(image_of("a", &module(&["a"]), &images, &twins), Err(RecordError::Ambiguous { .. })));
+    }
+
+    /// Twins (one kernel name, other bytes: Triton's autotuning candidates) are told
+    /// apart by the module handle a `cuModuleLoad*` returned for each image.
+    #[test]
+    fn the_handle_a_module_load_returned_decides_between_twins() {
+        let mut images = [image(1), image(2)];
+        images[1].modules.insert(0x100);
+        let twins = vec![(set(&["a"]), 0), (set(&["a"]), 1)];
+        assert_eq!(image_of("a", &module(&["a"]), &images, &twins).unwrap(), &images[1]);
+        images[0].modules.insert(0x100);
+        assert!(matches!(image_of("a", &module(&["a"]), &images, &twins), Err(RecordError::Ambiguous { .. })));
     }
 }
