@@ -64,6 +64,8 @@ pub struct Exported {
     /// could not be walked).
     pub kernel_nodes_by_library: BTreeMap<String, usize>,
     pub images_recorded: usize,
+    /// Recorded images tied to the module handle of a `cuModuleLoad*` given them.
+    pub images_tied_to_module_loads: usize,
     pub modules: usize,
     pub module_bytes: u64,
     pub buffers: usize,
@@ -129,6 +131,7 @@ pub fn export(
         kernel_nodes_by_route: BTreeMap::from([("cupti-module-loaded", kernels.by_node.len())]),
         kernel_nodes_by_library: by_library(&manifest, &kernels),
         images_recorded: images.len(),
+        images_tied_to_module_loads: images.iter().filter(|i| !i.modules.is_empty()).count(),
         modules: manifest.modules.len(),
         module_bytes,
         buffers: manifest.buffers.len(),

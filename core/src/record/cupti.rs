@@ -253,30 +253,20 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
     sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, sha256));
 }
 
-/// The bytes of the 64-bit ELF image at `image`, as long as its header and section
-/// headers say (the furthest end of a section or of the section header table).
+/// The bytes of the ELF image at `image`, as long as its headers say.
 ///
 /// # Safety
 /// `image` must be null or point to a readable image the driver accepted.
 unsafe fn elf_image<'a>(image: *const u8) -> Option<&'a [u8]> {
-    if image.is_null() || std::slice::from_raw_parts(image, 4) != b"\x7fELF" || *image.add(4) != 2 {
+    if image.is_null() || std::slice::from_raw_parts(image, 4) != b"\x7fELF" {
         return None;
     }
-    let read = |at: usize, len: usize| {
+    let len = super::elf_len(|at, len| {
         let mut bytes = [0u8; 8];
         std::ptr::copy_nonoverlapping(image.add(at), bytes.as_mut_ptr(), len);
-        u64::from_le_bytes(bytes) as usize
-    };
-    let (shoff, shentsize, shnum) = (read(0x28, 8), read(0x3a, 2), read(0x3c, 2));
-    let mut end = shoff.checked_add(shentsize.checked_mul(shnum)?)?;
-    for i in 0..shnum {
-        let header = shoff + i * shentsize;
-        const NOBITS: usize = 8;
-        if read(header + 4, 4) != NOBITS {
-            end = end.max(read(header + 0x18, 8).checked_add(read(header + 0x20, 8))?);
-        }
-    }
-    (end < 1 << 30).then(|| std::slice::from_raw_parts(image, end))
+        Some(u64::from_le_bytes(bytes))
+    })?;
+    Some(std::slice::from_raw_parts(image, len))
 }
 
 /// Objects on the stack of a module load that are the loading machinery, not its user.

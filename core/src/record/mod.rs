@@ -68,7 +68,8 @@ impl ImageRecorder {
                 Some(seen) => &mut images[seen],
                 None => {
                     let bytes = load.bytes.clone();
-                    let modules = latest.iter().filter(|(_, s)| ***s == sha256).map(|(m, _)| *m).collect();
+                    let digest = load_digest(&load.bytes);
+                    let modules = latest.iter().filter(|(_, s)| ***s == digest).map(|(m, _)| *m).collect();
                     images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new(), modules });
                     images.last_mut().expect("just pushed")
                 }
@@ -78,6 +79,39 @@ impl ImageRecorder {
         }
         images
     }
+}
+
+/// The length of a 64-bit little-endian ELF image as its headers say: the furthest end of
+/// a section with contents or of the section header table. `read(at, n)` reads `n` ≤ 8
+/// bytes at `at`, or `None` past the end. A module load is tied to its recorded image by
+/// the digest of this many bytes, whatever either side carries after them.
+pub fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
+    const CLASS_64: u64 = 2;
+    const NOBITS: u64 = 8;
+    if read(4, 1)? != CLASS_64 {
+        return None;
+    }
+    let field = |at: usize, n: usize| read(at, n).and_then(|v| usize::try_from(v).ok());
+    let (shoff, entry, count) = (field(0x28, 8)?, field(0x3a, 2)?, field(0x3c, 2)?);
+    let mut end = shoff.checked_add(entry.checked_mul(count)?)?;
+    for header in (0..count).map(|i| shoff + i * entry) {
+        if read(header + 4, 4)? != NOBITS {
+            end = end.max(field(header + 0x18, 8)?.checked_add(field(header + 0x20, 8)?)?);
+        }
+    }
+    (end <= crate::validate::MAX_MODULE_BYTES as usize).then_some(end)
+}
+
+/// The digest that ties an image to the module loads given it: of its ELF bytes where it
+/// is an ELF image, else of all of it.
+fn load_digest(bytes: &[u8]) -> String {
+    let read = |at: usize, n: usize| {
+        let mut word = [0u8; 8];
+        word[..n].copy_from_slice(bytes.get(at..at.checked_add(n)?)?);
+        Some(u64::from_le_bytes(word))
+    };
+    let len = if bytes.starts_with(b"\x7fELF") { elf_len(read).filter(|&l| l <= bytes.len()) } else { None };
+    hash_hex(&bytes[..len.unwrap_or(bytes.len())]).expect("hashing memory cannot fail")
 }
 
 /// Where CUPTI may be: `GNOMON_CUPTI`, the loader's own search, the CUDA toolkit, and the
