@@ -234,7 +234,7 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
     }
     // SAFETY: at exit, `return_value` points to the call's `CUresult`, and the parameters
     // of every call in `MODULE_LOADS` begin with `CUmodule *module` (written on success)
-    // followed by the image pointer (a file name for `cuModuleLoad`, never an ELF image).
+    // followed by the image pointer, or for `cuModuleLoad` the file name.
     let (module, image) = unsafe {
         if *(call.return_value as *const u32) != 0 {
             return;
@@ -246,11 +246,22 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
         }
         (*out as usize, *params.add(1) as *const u8)
     };
-    // SAFETY: a `cuModuleLoad*` the driver accepted was given a readable image; its ELF
-    // header says how long it is.
-    let Some(bytes) = (unsafe { elf_image(image) }) else { return };
-    let sha256 = crate::format::hash_hex(bytes).expect("hashing memory cannot fail");
-    sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, sha256));
+    // SAFETY: the driver names its call with a static NUL-terminated string.
+    let from_file =
+        !call.function_name.is_null() && unsafe { CStr::from_ptr(call.function_name) }.to_bytes() == b"cuModuleLoad";
+    let digest = if from_file {
+        // SAFETY: `cuModuleLoad` succeeded with this NUL-terminated file name; PyTorch's
+        // static launcher of Inductor's kernels loads their cubins so.
+        let path = unsafe { CStr::from_ptr(image as *const c_char) }.to_string_lossy().into_owned();
+        let Ok(bytes) = std::fs::read(path) else { return };
+        super::load_digest(&bytes)
+    } else {
+        // SAFETY: a `cuModuleLoad*` the driver accepted was given a readable image; its
+        // ELF header says how long it is.
+        let Some(bytes) = (unsafe { elf_image(image) }) else { return };
+        crate::format::hash_hex(bytes).expect("hashing memory cannot fail")
+    };
+    sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, digest));
 }
 
 /// The bytes of the ELF image at `image`, as long as its headers say.

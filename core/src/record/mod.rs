@@ -104,7 +104,7 @@ pub fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
 
 /// The digest that ties an image to the module loads given it: of its ELF bytes where it
 /// is an ELF image, else of all of it.
-fn load_digest(bytes: &[u8]) -> String {
+pub(crate) fn load_digest(bytes: &[u8]) -> String {
     let read = |at: usize, n: usize| {
         let mut word = [0u8; 8];
         word[..n].copy_from_slice(bytes.get(at..at.checked_add(n)?)?);
