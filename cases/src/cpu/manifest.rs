@@ -647,6 +647,20 @@ pub fn cases() -> Vec<Case> {
             ];
             ensure(read.iter().all(|&r| r), || format!("the golden v2 core read back as {read:?} (version, attributes, edge kind, unchecked, contents, stored bytes)"))
         }),
+        Case::new("cpu/format/golden-v3-read", "format-compatibility", |_| {
+            let dir =
+                golden::v3().map_err(|e| Verdict::Blocked(format!("writing out the embedded golden core: {e}")))?;
+            let core = accepted(Core::open(dir.path()), "opening the golden v3 core")?;
+            let m = core.manifest();
+            let provenance = m.modules[0].provenance.as_ref().map(|p| (p.library.as_str(), p.version.as_deref()));
+            let read = [
+                m.format.version == 3,
+                provenance == Some(("libcublasLt.so.13", Some("13.1.0.3"))),
+                m.producer_seconds.get("warm-up-s") == Some(&1.25),
+                m.templates[1].edges[0].kind == EdgeKind::Programmatic,
+            ];
+            ensure(read.iter().all(|&r| r), || format!("the golden v3 core read back as {read:?} (version, provenance, producer seconds, edge kind)"))
+        }),
         Case::new("cpu/format/write-read-round-trip", "format-compatibility", |_| {
             let root = temp_root()?;
             let draft = CoreDraft::sample();

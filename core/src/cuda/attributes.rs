@@ -235,13 +235,13 @@ pub(super) unsafe fn set_node_launch_attributes(node: sys::CUgraphNode, a: &Laun
 
 /// The format's kind of an edge the driver reports.
 pub(super) fn edge_kind(data: &sys::CUgraphEdgeData) -> Result<EdgeKind> {
-    match (data.type_ as u32, data.from_port as u32) {
-        (0, 0) => Ok(EdgeKind::Full),
-        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) => Ok(EdgeKind::Programmatic),
-        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER) => Ok(EdgeKind::LaunchOrder),
-        (ty, port) => {
-            Err(CudaError::Unsupported(format!("an edge of type {ty} from port {port} has no name in format v2")))
-        }
+    match (data.type_ as u32, data.from_port as u32, data.to_port) {
+        (0, 0, 0) => Ok(EdgeKind::Full),
+        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0) => Ok(EdgeKind::Programmatic),
+        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, 0) => Ok(EdgeKind::LaunchOrder),
+        (ty, from, to) => Err(CudaError::Unsupported(format!(
+            "an edge of type {ty} from port {from} to port {to} has no name in the format (docs/format-v3.md)"
+        ))),
     }
 }
 
