@@ -140,8 +140,12 @@ mod tests {
         assert_eq!((x, y, z), (BASE, BASE + ALIGN, BASE + 2 * ALIGN));
         assert!(matches!(a.allocate(1, false), Err(AllocError::Exhausted { free: 0, .. })));
         a.free(x, false).unwrap();
+        a.free(z, false).unwrap();
+        assert_eq!(a.free, BTreeMap::from([(0, ALIGN), (2 * ALIGN, 2 * ALIGN)]), "apart while y holds the middle");
         a.free(y, false).unwrap();
-        assert_eq!(a.allocate(2 * ALIGN, false).unwrap(), BASE, "two freed neighbours make one range");
+        assert_eq!(a.free, BTreeMap::from([(0, 4 * ALIGN)]), "y joins the ranges before and after it");
+        assert_eq!((a.base(), a.size()), (BASE, 4 * ALIGN));
+        assert_eq!(a.allocate(4 * ALIGN, false).unwrap(), BASE);
     }
 
     /// What a capture touched is never handed out again, whether it was allocated during
