@@ -25,6 +25,8 @@ pub enum KitError {
     TwoRoles { first: String, first_role: &'static str, second: String, second_role: &'static str },
     #[error("{0}")]
     Role(String),
+    #[error("an arena of {0} bytes cannot be mapped: it does not round up to the driver's granularity")]
+    ArenaSize(u64),
     #[error("template `{template}` node {node}: kernel `{kernel}` has no recorded image (start the recorder before the program's first kernel): {source}")]
     MissingImage { template: String, node: usize, kernel: String, source: RecordError },
     #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]

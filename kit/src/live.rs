@@ -32,8 +32,7 @@ use crate::{
 /// says where the driver would have put them.
 pub fn map_arena(ctx: &Context, base: u64, size: u64) -> Result<ArenaMapping, KitError> {
     let granularity = ArenaMapping::granularity(ctx)?;
-    let size =
-        size.checked_next_multiple_of(granularity).ok_or(KitError::Role(format!("arena size {size} too large")))?;
+    let size = size.checked_next_multiple_of(granularity).ok_or(KitError::ArenaSize(size))?;
     Ok(ArenaMapping::map(ctx, &[(base, size)])?)
 }
 

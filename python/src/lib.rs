@@ -119,7 +119,7 @@ fn tensors(named: Vec<(String, u64, String, Vec<String>)>) -> PyResult<Vec<Tenso
 
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, capture))]
+#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, producer_seconds))]
 fn export(
     out: PathBuf,
     graphs: Vec<(String, u64)>,
@@ -127,14 +127,13 @@ fn export(
     flags: u64,
     shard_cap: u64,
     producer_version: String,
-    capture: Vec<(String, f64)>,
+    producer_seconds: Vec<(String, f64)>,
 ) -> PyResult<String> {
     let recorder = lock(&RECORDER);
     let recorder =
         recorder.as_ref().ok_or_else(|| error("the recorder was not started: call gnomon.torch.record() first"))?;
     let allocations = lock(&ARENA).as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?.clone();
     let producer = Producer { name: "gnomon port kit".into(), version: producer_version, commit: String::new() };
-    let producer_seconds = capture;
     let request =
         Request { out: &out, graphs, tensors: tensors(tensors_named)?, flags, shard_cap, producer, producer_seconds };
     MAPPING.with(|m| {
