@@ -120,15 +120,15 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
 pub const MAX_PRODUCER_FIGURES: usize = 32;
 
 /// Producer figures are seconds under short kebab-case names.
-fn producer_seconds(m: &Manifest) -> Result {
+fn producer_seconds(figures: &std::collections::BTreeMap<String, f64>) -> Result {
     let fail = |what: String| Err(E::Unsettled { item: "producer-seconds".into(), what });
-    if m.producer_seconds.len() > MAX_PRODUCER_FIGURES {
-        return fail(format!("{} figures, more than {MAX_PRODUCER_FIGURES}", m.producer_seconds.len()));
+    if figures.len() > MAX_PRODUCER_FIGURES {
+        return fail(format!("{} figures, more than {MAX_PRODUCER_FIGURES}", figures.len()));
     }
     let kebab = |n: &str| {
         !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
-    match m.producer_seconds.iter().find(|(name, s)| !kebab(name) || !s.is_finite() || **s < 0.0) {
+    match figures.iter().find(|(name, s)| !kebab(name) || !s.is_finite() || **s < 0.0) {
         Some((name, s)) => fail(format!(
             "`{}` = {s}: names are kebab-case (at most 64 characters), values finite seconds ≥ 0",
             name.escape_debug()
@@ -139,7 +139,7 @@ fn producer_seconds(m: &Manifest) -> Result {
 
 /// What v2 left an independent exporter to guess, v3 settles as rules.
 fn v3_settled(m: &Manifest) -> Result {
-    producer_seconds(m)?;
+    producer_seconds(&m.producer_seconds)?;
     let fail = |item: String, what: &str| Err(E::Unsettled { item, what: what.into() });
     let mut functions = HashMap::new();
     for module in &m.modules {
@@ -694,6 +694,26 @@ fn verify_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every way a producer's figure can be wrong, each at its boundary.
+    #[test]
+    fn producer_seconds_are_few_kebab_named_finite_and_not_negative() {
+        let check = |figures: &[(&str, f64)]| {
+            producer_seconds(&figures.iter().map(|(n, s)| (n.to_string(), *s)).collect()).is_ok()
+        };
+        let name64 = "a".repeat(64);
+        assert!(check(&[("warm-up-s", 0.0), ("capture-2-s", 1e9), (&name64, 1.0)]));
+        for bad in ["", "Warm-up-s", "warm_up_s", "warm up", &"a".repeat(65)] {
+            assert!(!check(&[(bad, 1.0)]), "name {bad:?}");
+        }
+        for bad in [-0.001, f64::NAN, f64::INFINITY] {
+            assert!(!check(&[("s", bad)]), "value {bad}");
+        }
+        let names: Vec<String> = (0..=MAX_PRODUCER_FIGURES).map(|i| format!("f{i}")).collect();
+        let figures = |n: usize| names[..n].iter().map(|n| (n.as_str(), 1.0)).collect::<Vec<_>>();
+        assert!(check(&figures(MAX_PRODUCER_FIGURES)));
+        assert!(!check(&figures(MAX_PRODUCER_FIGURES + 1)));
+    }
 
     /// At the boundary without a 1 GiB file: hashing one would take the CPU suite seconds.
     #[test]
