@@ -59,26 +59,31 @@ impl ImageRecorder {
 
     /// Every distinct image loaded so far, in the order each was first loaded.
     pub fn images(&self) -> Vec<LoadedImage> {
-        let seen = self.subscription.seen().lock().unwrap_or_else(|e| e.into_inner());
-        let latest: HashMap<usize, &String> = seen.modules.iter().map(|(m, sha)| (*m, sha)).collect();
-        let mut images: Vec<LoadedImage> = Vec::new();
-        for load in &seen.loads {
-            let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
-            let image = match images.iter().position(|i| i.sha256 == sha256) {
-                Some(seen) => &mut images[seen],
-                None => {
-                    let bytes = load.bytes.clone();
-                    let digest = load_digest(&load.bytes);
-                    let modules = latest.iter().filter(|(_, s)| ***s == digest).map(|(m, _)| *m).collect();
-                    images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new(), modules });
-                    images.last_mut().expect("just pushed")
-                }
-            };
-            image.loads += 1;
-            image.loaders.extend(load.loader.clone());
-        }
-        images
+        distinct(&self.subscription.seen().lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+/// What the callbacks saw as distinct images, in first-load order: each with how often
+/// it was loaded, by which objects, and the module handles whose latest load was given it.
+fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
+    let latest: HashMap<usize, &String> = seen.modules.iter().map(|(m, sha)| (*m, sha)).collect();
+    let mut images: Vec<LoadedImage> = Vec::new();
+    for load in &seen.loads {
+        let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
+        let image = match images.iter().position(|i| i.sha256 == sha256) {
+            Some(seen) => &mut images[seen],
+            None => {
+                let bytes = load.bytes.clone();
+                let digest = load_digest(&load.bytes);
+                let modules = latest.iter().filter(|(_, s)| ***s == digest).map(|(m, _)| *m).collect();
+                images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new(), modules });
+                images.last_mut().expect("just pushed")
+            }
+        };
+        image.loads += 1;
+        image.loaders.extend(load.loader.clone());
+    }
+    images
 }
 
 /// The length of a 64-bit little-endian ELF image as its headers say: the furthest end of
@@ -207,6 +212,67 @@ mod tests {
         assert_eq!(missed.to_string(), "no recorded image holds the module of kernel `d` (its kernels: d, e)");
         let twins = vec![(set(&["a"]), 0), (set(&["a"]), 1)];
         assert!(matches!(image_of("a", &module(&["a"]), &images, &twins), Err(RecordError::Ambiguous { .. })));
+    }
+
+    /// A little-endian ELF64 image: header, one section with bytes at 0x100..0x180, one
+    /// without (NOBITS, not counted) claiming 0x1000..0x2000, the section header table at
+    /// 0x200 (three entries), then `tail` bytes no header accounts for.
+    fn elf(tail: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 0x2c0 + tail];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[0x28..0x30].copy_from_slice(&0x200u64.to_le_bytes());
+        b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        b[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
+        let mut section = |i: usize, kind: u32, offset: u64, size: u64| {
+            let h = 0x200 + i * 64;
+            b[h + 4..h + 8].copy_from_slice(&kind.to_le_bytes());
+            b[h + 0x18..h + 0x20].copy_from_slice(&offset.to_le_bytes());
+            b[h + 0x20..h + 0x28].copy_from_slice(&size.to_le_bytes());
+        };
+        section(1, 1, 0x100, 0x80);
+        section(2, 8, 0x1000, 0x1000);
+        b.iter_mut().skip(0x2c0).for_each(|x| *x = 0xee);
+        b
+    }
+
+    #[test]
+    fn an_elf_image_is_as_long_as_its_headers_say() {
+        let read = |b: &[u8]| {
+            let b = b.to_vec();
+            move |at: usize, n: usize| {
+                let mut word = [0u8; 8];
+                word[..n].copy_from_slice(b.get(at..at + n)?);
+                Some(u64::from_le_bytes(word))
+            }
+        };
+        assert_eq!(elf_len(read(&elf(0))), Some(0x2c0), "the table ends last");
+        let mut far = elf(0);
+        far[0x200 + 64 + 0x18..0x200 + 64 + 0x20].copy_from_slice(&0x300u64.to_le_bytes());
+        far.resize(0x340, 0);
+        assert_eq!(elf_len(read(&far)), Some(0x380), "a section past the table ends last");
+        let mut class32 = elf(0);
+        class32[4] = 1;
+        assert_eq!(elf_len(read(&class32)), None);
+        assert_eq!(elf_len(read(&elf(0)[..0x240])), None, "headers past the end");
+        assert_eq!(load_digest(&elf(7)), load_digest(&elf(0)), "bytes after the headers' end do not count");
+        assert_ne!(load_digest(b"not elf"), load_digest(b"not elf!"));
+    }
+
+    /// Two loads of one image by two libraries are one image; a module handle counts
+    /// for the image its latest load was given, as the driver reuses freed handles.
+    #[test]
+    fn images_are_distinct_and_a_reused_handle_belongs_to_its_latest_load() {
+        let load = |bytes: Vec<u8>, loader: &str| cupti::Load { bytes, loader: Some(loader.into()) };
+        let mut other = elf(0);
+        other[0x100] = 1;
+        let seen = cupti::Seen {
+            loads: vec![load(elf(0), "liba.so"), load(other.clone(), "libb.so"), load(elf(0), "libc.so")],
+            modules: vec![(0x10, load_digest(&other)), (0x20, load_digest(&elf(0))), (0x10, "another".into())],
+        };
+        let images = distinct(&seen);
+        let got: Vec<_> = images.iter().map(|i| (i.loads, i.loaders.len(), i.modules.clone())).collect();
+        assert_eq!(got, [(2, 2, BTreeSet::from([0x20])), (1, 1, BTreeSet::new())]);
     }
 
     /// Twins (one kernel name, other bytes: Triton's autotuning candidates) are told
