@@ -69,7 +69,7 @@ mod tests {
         fs::write(packages.join("other-1.0.dist-info/RECORD"), "other/x.so,sha256=a,1\n").unwrap();
         fs::write(
             packages.join("nvidia_cublas-13.0.2.14.dist-info/RECORD"),
-            "nvidia/cu13/lib/libcublas.so.13,sha256=b,2\nnvidia/cu13/lib/libcublasLt.so.13,sha256=c,3\n",
+            "nvidia/cu13/lib/libcublasLt.so.13,sha256=c,3\n",
         )
         .unwrap();
         fs::write(lib.join("libcublasLt.so.13"), b"").unwrap();
