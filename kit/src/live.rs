@@ -270,3 +270,34 @@ fn expectations(
     }
     Ok(expectations)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(bytes: &[u8]) -> LoadedImage {
+        let sha256 = hash_hex(bytes).unwrap();
+        LoadedImage {
+            sha256,
+            bytes: bytes.to_vec(),
+            loads: 1,
+            loaders: Default::default(),
+            modules: Default::default(),
+        }
+    }
+
+    #[test]
+    fn images_are_cubins_or_ptx_and_named_by_their_digest() {
+        let cubin = image(b"\x7fELF\x02\x01\x01\x33rest");
+        assert_eq!(image_kind(&cubin).unwrap(), ModuleKind::Cubin);
+        assert_eq!(image_kind(&image(b".version 8.0\n.target sm_90")).unwrap(), ModuleKind::Ptx);
+        let fatbin = image(&[0x50, 0xed, 0x55, 0xba, 1, 0, 0, 0, 9]);
+        let refused = image_kind(&fatbin).unwrap_err().to_string();
+        let said = format!(
+            "recorded image {} is neither an ELF cubin nor PTX text (it begins [50, ed, 55, ba, 01, 00, 00, 00])",
+            fatbin.sha256
+        );
+        assert_eq!(refused, said);
+        assert_eq!(module_id(&cubin), format!("m{}", &cubin.sha256[..16]));
+    }
+}

@@ -85,3 +85,23 @@ def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     with pytest.raises(RuntimeError, match="recorder was not started"):
         _native.export("/nonexistent", [], [], 0, 1 << 30, "0", [])
     assert gt.DEFAULT_BASE == BASE
+
+
+class _Tensor:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+class _Module:
+    def named_parameters(self):
+        return iter([("wte.weight", _Tensor(0x10)), ("h.0.bias", _Tensor(0x20))])
+
+
+def test_tensors_are_named_with_their_role_and_templates():
+    import gnomon.torch as gt
+    assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", []), ("h.0.bias", 0x20, "weight", [])]
+    per_template = {"b1": {"logits-b1": _Tensor(0x30)}, "shared": _Tensor(0x40)}
+    assert gt._named(per_template, "output") == [("logits-b1", 0x30, "output", ["b1"]), ("shared", 0x40, "output", [])]
