@@ -396,7 +396,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
 
 /// The parameter blob of a kernel node, laid out per the function's slots. The driver
 /// reports either one pointer per parameter (`kernelParams`) or, for a launch made with
-/// `extra`, one packed buffer already laid out that way (cuBLASLt launches so).
+/// `extra`, one packed buffer already laid out that way (met in the eager GPT-2 port).
 fn param_values(p: &sys::CUDA_KERNEL_NODE_PARAMS, function: &Function) -> Result<Vec<u8>> {
     let mut params = vec![0u8; function.param_bytes() as usize];
     let unreported =
