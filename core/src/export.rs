@@ -137,10 +137,9 @@ impl Exporter {
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.
     /// Each kernel's module is the exported module that holds a function of its name.
     pub fn template(&mut self, name: &str, graph: &RetainedGraph, flags: RecordedFlags) -> Result<(), ExportError> {
-        let by_name = std::mem::take(&mut self.function_modules);
-        let recorded = self.template_with(name, graph, flags, |_, function| by_name.get(function).cloned());
-        self.function_modules = by_name;
-        recorded
+        let template = self.read(name, graph, flags, |_, function| self.function_modules.get(function).cloned())?;
+        self.manifest.templates.push(template);
+        Ok(())
     }
 
     /// As [`Self::template`], with each kernel node's module id given by `module_of(node,
@@ -152,6 +151,19 @@ impl Exporter {
         flags: RecordedFlags,
         module_of: impl Fn(NodeId, &str) -> Option<String>,
     ) -> Result<(), ExportError> {
+        let template = self.read(name, graph, flags, module_of)?;
+        self.manifest.templates.push(template);
+        Ok(())
+    }
+
+    /// A retained template as the manifest holds it.
+    fn read(
+        &self,
+        name: &str,
+        graph: &RetainedGraph,
+        flags: RecordedFlags,
+        module_of: impl Fn(NodeId, &str) -> Option<String>,
+    ) -> Result<Template, ExportError> {
         let driver_nodes = graph.nodes()?;
         let ids: Vec<String> = (0..driver_nodes.len()).map(|i| format!("n{i}")).collect();
         let nodes = driver_nodes
@@ -160,8 +172,7 @@ impl Exporter {
             .collect::<Result<Vec<_>, ExportError>>()?;
         let edge = |(f, t, kind): (NodeId, NodeId, _)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind };
         let edges = graph.edges()?.into_iter().map(edge).collect();
-        self.manifest.templates.push(Template { name: name.into(), flags, nodes, edges, capture_order: ids });
-        Ok(())
+        Ok(Template { name: name.into(), flags, nodes, edges, capture_order: ids })
     }
 
     /// Records what the producing process spent, in seconds, by name.

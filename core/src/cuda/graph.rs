@@ -212,11 +212,11 @@ impl RetainedGraph {
         for (i, node) in self.raw_nodes()?.into_iter().enumerate() {
             let Some(raw) = kernel_function(node)? else { continue };
             let function = Function::from_node(raw)?;
-            let entries = match modules.entry(raw as usize) {
+            let module = match modules.entry(raw as usize) {
                 Entry::Occupied(known) => known.get().clone(),
                 Entry::Vacant(new) => new.insert(function.module()?).clone(),
             };
-            out.push((NodeId(i), function, entries));
+            out.push((NodeId(i), function, module));
         }
         Ok(out)
     }
@@ -324,10 +324,15 @@ fn kernel_function(node: sys::CUgraphNode) -> Result<Option<sys::CUfunction>> {
     if node_type(node)? != sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
         return Ok(None);
     }
+    node_function(&kernel_params(node)?).map(Some)
+}
+
+/// What the driver reports of a kernel node: function or kernel, shape, parameters.
+fn kernel_params(node: sys::CUgraphNode) -> Result<sys::CUDA_KERNEL_NODE_PARAMS> {
     // SAFETY: a kernel node; the struct is plain data filled by the driver.
     let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
     check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
-    node_function(&p).map(Some)
+    Ok(p)
 }
 
 /// A kernel node's function. A node launched through a `CUkernel` (the runtime's lazy
@@ -378,9 +383,7 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
 /// Reads a kernel node's function and copies its parameter values per the layout the
 /// driver reports for that function.
 fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
-    // SAFETY: a kernel node; the struct is plain data filled by the driver.
-    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
-    check("cuGraphKernelNodeGetParams", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
+    let p = kernel_params(node)?;
     let function = Function::from_node(node_function(&p)?)?;
     let params = param_values(&p, &function)?;
     Ok(NodeKind::Kernel {
@@ -433,11 +436,11 @@ fn packed_buffer(extra: *mut *mut std::ffi::c_void) -> Option<(*const u8, usize)
     const END: usize = 0;
     const BUFFER_POINTER: usize = 1;
     const BUFFER_SIZE: usize = 2;
+    if extra.is_null() {
+        return None;
+    }
     let (mut buffer, mut size) = (None, None);
     for i in (0..).step_by(2) {
-        if extra.is_null() {
-            break;
-        }
         // SAFETY: the driver's list is pairs of pointers ended by END; read pair by pair.
         let (key, value) = unsafe { (*extra.add(i) as usize, *extra.add(i + 1)) };
         match key {

@@ -225,9 +225,9 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     sink.lock().unwrap_or_else(|e| e.into_inner()).loads.push(Load { bytes, loader });
 }
 
-/// On the successful exit of a `cuModuleLoad*` given an ELF image, notes the module
-/// handle it returned with the digest of that image: the recorded image of the same
-/// digest is the module's, even when the driver loads it lazily, after the call.
+/// On the successful exit of a `cuModuleLoad*` given an ELF image or a file, notes the
+/// module handle it returned with the digest of that image: the recorded image of the
+/// same digest is the module's, even when the driver loads it lazily, after the call.
 fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
     if call.site != API_EXIT || call.function_params.is_null() || call.return_value.is_null() {
         return;
@@ -259,7 +259,7 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
         // SAFETY: a `cuModuleLoad*` the driver accepted was given a readable image; its
         // ELF header says how long it is.
         let Some(bytes) = (unsafe { elf_image(image) }) else { return };
-        crate::format::hash_hex(bytes).expect("hashing memory cannot fail")
+        super::load_digest(bytes)
     };
     sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, digest));
 }

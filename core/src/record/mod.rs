@@ -66,7 +66,7 @@ impl ImageRecorder {
 /// What the callbacks saw as distinct images, in first-load order: each with how often
 /// it was loaded, by which objects, and the module handles whose latest load was given it.
 fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
-    let latest: HashMap<usize, &String> = seen.modules.iter().map(|(m, sha)| (*m, sha)).collect();
+    let latest: HashMap<usize, &str> = seen.modules.iter().map(|(m, digest)| (*m, digest.as_str())).collect();
     let mut images: Vec<LoadedImage> = Vec::new();
     for load in &seen.loads {
         let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
@@ -75,7 +75,7 @@ fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
             None => {
                 let bytes = load.bytes.clone();
                 let digest = load_digest(&load.bytes);
-                let modules = latest.iter().filter(|(_, s)| ***s == digest).map(|(m, _)| *m).collect();
+                let modules = latest.iter().filter(|(_, d)| **d == digest).map(|(m, _)| *m).collect();
                 images.push(LoadedImage { sha256, bytes, loads: 0, loaders: BTreeSet::new(), modules });
                 images.last_mut().expect("just pushed")
             }
@@ -90,7 +90,7 @@ fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
 /// a section with contents or of the section header table. `read(at, n)` reads `n` ≤ 8
 /// bytes at `at`, or `None` past the end. A module load is tied to its recorded image by
 /// the digest of this many bytes, whatever either side carries after them.
-pub fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
+fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
     const CLASS_64: u64 = 2;
     const NOBITS: u64 = 8;
     if read(4, 1)? != CLASS_64 {
@@ -109,7 +109,7 @@ pub fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
 
 /// The digest that ties an image to the module loads given it: of its ELF bytes where it
 /// is an ELF image, else of all of it.
-pub(crate) fn load_digest(bytes: &[u8]) -> String {
+fn load_digest(bytes: &[u8]) -> String {
     let read = |at: usize, n: usize| {
         let mut word = [0u8; 8];
         word[..n].copy_from_slice(bytes.get(at..at.checked_add(n)?)?);
