@@ -161,6 +161,10 @@ pub enum ValidationError {
     HashMismatch { item: String, path: String, expected: String, found: String },
     #[error("{item} file `{path}` could not be read: {reason}")]
     FileUnreadable { item: String, path: String, reason: String },
+    #[error("module `{module}` names no arch: {reason}")]
+    ImageArch { module: String, reason: String },
+    #[error("module `{module}` holds code for {image}, which cannot run on the core's sm_{core}")]
+    NoCodeForArch { module: String, image: String, core: u32 },
 }
 
 /// The instantiation-flags contract.

@@ -650,7 +650,8 @@ pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
         verify_file(dir, &format!("shard {}", s.index), &s.file, sha256, |len| (len != stored).then_some(stored))
     };
     let module = |module: &Module| {
-        verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)
+        verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)?;
+        runs_on_core_arch(dir, module, m.context.sm)
     };
     in_parallel(&m.shards, shard)?;
     in_parallel(&m.modules, module)
@@ -679,6 +680,22 @@ fn in_parallel<T: Sync>(items: &[T], check: impl Fn(&T) -> Result + Sync) -> Res
     });
     errors.sort_by_key(|(i, _)| *i);
     errors.into_iter().next().map_or(Ok(()), |(_, e)| Err(e))
+}
+
+/// Refuses a module whose image has no code for the core's arch: replay checks the core's
+/// arch against the runner's, so this is what keeps an image the runner cannot load from
+/// reaching it.
+fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32) -> Result {
+    let unreadable = |reason: String| E::ImageArch { module: module.id.clone(), reason };
+    let mut head = Vec::with_capacity(crate::format::IMAGE_HEAD_BYTES);
+    let file = open_in_core(dir, &module.file, &format!("module `{}`", module.id))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, crate::format::IMAGE_HEAD_BYTES as u64), &mut head)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let image = crate::format::image_arch(module.kind, &head).map_err(unreadable)?;
+    match image.runs_on(module.kind, sm) {
+        true => Ok(()),
+        false => Err(E::NoCodeForArch { module: module.id.clone(), image: image.to_string(), core: sm }),
+    }
 }
 
 /// The size a module may have, when `len` is past it.

@@ -6,8 +6,8 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
     format::{
-        BufferContents, ClusterScheduling, Core, Edge, EdgeKind, NodeOp, PointerParam, Provenance, Shard, Unchecked,
-        MANIFEST_FILE, MAX_MANIFEST_BYTES,
+        BufferContents, ClusterScheduling, Core, Edge, EdgeKind, ModuleKind, NodeOp, PointerParam, Provenance, Shard,
+        Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
     },
     validate::MAX_MODULE_BYTES,
 };
@@ -239,6 +239,24 @@ pub fn corruptions() -> Vec<Corruption> {
         row("shard-file-short", |d| truncate_file(d, "shards/001.bin"), invalid!(FileSize { declared: CAP, .. })),
         row("shard-byte-flipped", |d| flip_byte(d, "shards/000.bin"), invalid!(HashMismatch { .. })),
         row("module-byte-flipped", |d| flip_byte(d, MODULE_FILE), invalid!(HashMismatch { .. })),
+        row(
+            "module-ptx-for-later-arch",
+            |d| {
+                let ptx = String::from_utf8_lossy(&d.files[MODULE_FILE]).replace(".target sm_90", ".target sm_100");
+                replace_module(d, ModuleKind::Ptx, ptx.into_bytes())
+            },
+            invalid!(NoCodeForArch { core: 90, .. }),
+        ),
+        row(
+            "module-cubin-for-other-major",
+            |d| replace_module(d, ModuleKind::Cubin, cubin_header(0x0600_5004)),
+            invalid!(NoCodeForArch { core: 90, .. }),
+        ),
+        row(
+            "module-cubin-names-no-arch",
+            |d| replace_module(d, ModuleKind::Cubin, cubin_header(0x0600_0004)),
+            invalid!(ImageArch { .. }),
+        ),
         on_disk("manifest-too-large", grow_manifest, |e| matches!(e, CoreError::ManifestTooLarge { .. })),
         row(
             "param-slot-past-limit",
@@ -534,6 +552,23 @@ fn add_edge(d: &mut CoreDraft, from: &str, to: &str) {
 
 fn truncate_file(d: &mut CoreDraft, file: &str) {
     d.files.get_mut(file).expect("sample file").truncate(100);
+}
+
+/// Replaces the sample's module with `bytes` of `kind`, its digest updated, so only what
+/// the image says of its arch is wrong.
+fn replace_module(d: &mut CoreDraft, kind: ModuleKind, bytes: Vec<u8>) {
+    let module = &mut d.manifest.modules[0];
+    (module.kind, module.sha256) = (kind, gnomon_core::format::hash_hex(bytes.as_slice()).expect("hash memory"));
+    d.files.insert(MODULE_FILE.into(), bytes);
+}
+
+/// The 64-byte header of a CUDA ELF ABI 8 cubin with `e_flags` (sm in the second byte).
+fn cubin_header(flags: u32) -> Vec<u8> {
+    let mut head = vec![0u8; 64];
+    head[..5].copy_from_slice(b"\x7fELF\x02");
+    head[8] = 8;
+    head[0x30..0x34].copy_from_slice(&flags.to_le_bytes());
+    head
 }
 
 fn flip_byte(d: &mut CoreDraft, file: &str) {

@@ -119,6 +119,25 @@ pub fn cases() -> Vec<Case> {
             })
             .map(drop)
         }),
+        bad_core_case("module-for-later-arch-refused", |dir| {
+            // The exported module retargeted past the runner, its digest updated: the
+            // core is refused before anything is mapped, naming both archs.
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let later = format!(".target sm_{}", ctx.info().sm + 10);
+            let module = read_manifest(dir)?.modules[0].clone();
+            let path = dir.join(&module.file);
+            let ptx = fs::read_to_string(&path).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let retargeted = ptx.replace(&format!(".target {}", ctx.info().arch()), &later);
+            ensure(retargeted != ptx, || format!("module `{}` has no `.target {}`", module.id, ctx.info().arch()))?;
+            fs::write(&path, &retargeted).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let digest = gnomon_core::format::hash_hex(retargeted.as_bytes()).expect("hash memory");
+            edit_manifest(dir, |m| m.modules[0].sha256 = digest)?;
+            let error =
+                refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::NoCodeForArch { .. })))?;
+            ensure(error.contains(&later[".target ".len()..]), || {
+                format!("the refusal does not name the arch: {error}")
+            })
+        }),
         bad_core_case("no-expectations", |dir| {
             edit_manifest(dir, |m| m.expectations.clear())?;
             refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::Unchecked { .. }))).map(drop)

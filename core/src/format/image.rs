@@ -1,0 +1,134 @@
+//! What a module image says of the GPUs it runs on: the SM a cubin's ELF header names, or
+//! the `.target` of a PTX text. Validation refuses a module with no code for the core's
+//! arch, so a core whose images cannot run on the runner never reaches a launch.
+
+use std::fmt;
+
+use super::ModuleKind;
+
+/// Bytes of a module's beginning that hold what [`arch`] reads: a cubin's ELF header, or
+/// the directives before a PTX text's first entry.
+pub const HEAD_BYTES: usize = 4096;
+
+/// The arch a module image is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageArch {
+    pub sm: u32,
+    /// A PTX target for one arch only (`sm_90a`, `sm_100f`), which the driver compiles
+    /// for that arch and no other.
+    pub specific: bool,
+}
+
+impl fmt::Display for ImageArch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_{}{}", self.sm, if self.specific { " (arch-specific)" } else { "" })
+    }
+}
+
+impl ImageArch {
+    /// Whether a module of `kind` for this arch runs on an `sm` device: a cubin on its own
+    /// major version at the same or a later minor; PTX on any later arch, compiled at load.
+    pub fn runs_on(&self, kind: ModuleKind, sm: u32) -> bool {
+        match kind {
+            ModuleKind::Cubin => self.sm / 10 == sm / 10 && self.sm <= sm,
+            ModuleKind::Ptx if self.specific => self.sm == sm,
+            ModuleKind::Ptx => self.sm <= sm,
+        }
+    }
+}
+
+/// The arch `head` (a module's first bytes, up to [`HEAD_BYTES`]) is for, or why it says none.
+pub fn arch(kind: ModuleKind, head: &[u8]) -> Result<ImageArch, String> {
+    match kind {
+        ModuleKind::Cubin => cubin_arch(head),
+        ModuleKind::Ptx => ptx_arch(head),
+    }
+}
+
+/// The SM of a 64-bit ELF cubin's `e_flags`. Its place depends on the CUDA ELF ABI
+/// version (`e_ident[8]`), as read on the H200 runner: ABI 7 keeps it in the low byte
+/// (Triton 3.6's ptxas wrote `0x005a0d5a` for sm_90); ABI 8 in the second byte (CUDA 13's
+/// NVRTC wrote `0x06005a04` for sm_90, `0x06006402` for sm_100).
+fn cubin_arch(head: &[u8]) -> Result<ImageArch, String> {
+    const FLAGS: usize = 0x30;
+    if !head.starts_with(b"\x7fELF") || head.get(4) != Some(&2) {
+        return Err("it is not a 64-bit ELF cubin".into());
+    }
+    let flags = head.get(FLAGS..FLAGS + 4).ok_or("its ELF header is cut short")?;
+    let flags = u32::from_le_bytes(flags.try_into().expect("four bytes"));
+    let sm = if head[8] >= 8 { (flags >> 8) & 0xff } else { flags & 0xff };
+    match sm {
+        0 => Err(format!("its ELF flags 0x{flags:08x} name no SM")),
+        sm => Ok(ImageArch { sm, specific: false }),
+    }
+}
+
+/// The arch of a PTX text's `.target` directive (`.target sm_90a, debug`).
+fn ptx_arch(head: &[u8]) -> Result<ImageArch, String> {
+    let text = String::from_utf8_lossy(head);
+    let target = text
+        .lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(".target"))
+        .ok_or("its text has no `.target` directive before the first kernel")?;
+    let name = target.split([',', ' ', '\t']).find(|t| !t.is_empty()).unwrap_or_default();
+    let digits = name.strip_prefix("sm_").ok_or_else(|| format!("its `.target` is `{name}`, not an sm_ arch"))?;
+    let (number, suffix) = digits.split_at(digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len()));
+    match (number.parse(), suffix) {
+        (Ok(sm), "" | "a" | "f") => Ok(ImageArch { sm, specific: !suffix.is_empty() }),
+        _ => Err(format!("its `.target` is `{name}`, not an sm_ arch")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf(abi: u8, flags: u32) -> Vec<u8> {
+        let mut head = vec![0u8; 64];
+        head[..5].copy_from_slice(b"\x7fELF\x02");
+        head[8] = abi;
+        head[0x30..0x34].copy_from_slice(&flags.to_le_bytes());
+        head
+    }
+
+    /// The e_flags read on the runner, by the ABI that wrote them.
+    #[test]
+    fn cubin_arch_is_read_where_each_abi_keeps_it() {
+        let sm = |abi, flags| cubin_arch(&elf(abi, flags)).map(|a| a.sm);
+        assert_eq!(sm(7, 0x005a_0d5a), Ok(90));
+        assert_eq!(sm(8, 0x0600_5a04), Ok(90));
+        assert_eq!(sm(8, 0x0600_5004), Ok(80));
+        assert_eq!(sm(8, 0x0600_6402), Ok(100));
+        assert_eq!(sm(8, 0x0600_7802), Ok(120));
+        assert!(sm(8, 0x0600_0004).is_err());
+        assert!(cubin_arch(&elf(8, 0x0600_5a04)[..0x32]).unwrap_err().contains("cut short"));
+        assert!(cubin_arch(b"//\n.target sm_90\n").unwrap_err().contains("not a 64-bit ELF"));
+    }
+
+    #[test]
+    fn ptx_target_names_the_arch_and_whether_it_is_specific() {
+        let a = |text: &str| ptx_arch(text.as_bytes());
+        assert_eq!(a("// c\n.version 8.0\n.target sm_90\n"), Ok(ImageArch { sm: 90, specific: false }));
+        assert_eq!(a("\t.target sm_90a, debug\n"), Ok(ImageArch { sm: 90, specific: true }));
+        assert_eq!(a(".target sm_100f\n"), Ok(ImageArch { sm: 100, specific: true }));
+        assert!(a(".version 8.0\n").unwrap_err().contains("no `.target`"));
+        assert!(a(".target compute_90\n").unwrap_err().contains("compute_90"));
+        assert!(a(".target sm_9x\n").is_err());
+    }
+
+    /// A cubin runs on later minors of its major only; PTX on any later arch unless it is
+    /// arch-specific.
+    #[test]
+    fn which_images_run_on_which_device() {
+        let image = |sm, specific| ImageArch { sm, specific };
+        assert!(image(90, false).runs_on(ModuleKind::Cubin, 90));
+        assert!(image(86, false).runs_on(ModuleKind::Cubin, 89));
+        assert!(!image(80, false).runs_on(ModuleKind::Cubin, 90));
+        assert!(!image(100, false).runs_on(ModuleKind::Cubin, 90));
+        assert!(image(80, false).runs_on(ModuleKind::Ptx, 90));
+        assert!(!image(100, false).runs_on(ModuleKind::Ptx, 90));
+        assert!(image(90, true).runs_on(ModuleKind::Ptx, 90));
+        assert!(!image(90, true).runs_on(ModuleKind::Ptx, 100));
+    }
+}
