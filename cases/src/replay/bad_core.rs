@@ -111,7 +111,9 @@ pub fn cases() -> Vec<Case> {
         }),
         bad_core_case("recorded-on-another-arch-refused", |dir| {
             let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            let other = if ctx.info().sm == 80 { 90 } else { 80 };
+            // A later arch, which the core's PTX still has code for: only the context
+            // check can refuse it (an earlier one is refused by validation already).
+            let other = ctx.info().sm + 10;
             edit_manifest(dir, |m| m.context.sm = other)?;
             let core = Core::open(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
             refused(replay(&core, &ctx, Executables::Rebuild), |e| {
