@@ -27,8 +27,8 @@ pub enum KitError {
     Role(String),
     #[error("an arena of {0} bytes cannot be mapped: it does not round up to the driver's granularity")]
     ArenaSize(u64),
-    #[error("template `{template}` node {node}: kernel `{kernel}` has no recorded image (start the recorder before the program's first kernel): {source}")]
-    MissingImage { template: String, node: usize, kernel: String, source: RecordError },
+    #[error("template `{template}` node {node}: kernel `{kernel}` of {library} has no recorded image (start the recorder before the program's first kernel): {source}")]
+    MissingImage { template: String, node: usize, kernel: String, library: String, source: RecordError },
     #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]
     ImageKind { sha256: String, head: String },
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]

@@ -91,7 +91,7 @@ pub fn export(
         .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
         .collect::<Result<Vec<_>, KitError>>()?;
     let images = recorder.images();
-    let kernels = Kernels::resolve(ctx, &graphs, &images)?;
+    let kernels = Kernels::resolve(ctx, &graphs, &images, recorder)?;
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
         base: allocations.base(),
@@ -150,7 +150,12 @@ struct Kernels {
 }
 
 impl Kernels {
-    fn resolve(ctx: &Context, graphs: &[(String, RetainedGraph)], images: &[LoadedImage]) -> Result<Self, KitError> {
+    fn resolve(
+        ctx: &Context,
+        graphs: &[(String, RetainedGraph)],
+        images: &[LoadedImage],
+        recorder: &ImageRecorder,
+    ) -> Result<Self, KitError> {
         let by_entries = images_by_entries(ctx, images)?;
         let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
         for (t, (template, graph)) in graphs.iter().enumerate() {
@@ -160,6 +165,10 @@ impl Kernels {
                         template: template.clone(),
                         node: node.0,
                         kernel: function.name().into(),
+                        library: recorder.loader_of(module.handle).map_or_else(
+                            || "a library whose module load the recorder did not hear".into(),
+                            |l| format!("`{}`", l.display()),
+                        ),
                         source,
                     }
                 })?;

@@ -71,11 +71,19 @@ pub(super) struct Load {
 }
 
 /// What the callbacks saw: images in load order, and the module handles `cuModuleLoad*`
-/// returned, each with the digest of the ELF image it was given.
+/// returned, each with the digest of the ELF image it was given and the object that
+/// called it.
 #[derive(Default)]
 pub(super) struct Seen {
     pub loads: Vec<Load>,
-    pub modules: Vec<(usize, String)>,
+    pub modules: Vec<ModuleLoad>,
+}
+
+/// A `cuModuleLoad*` call the recorder heard return.
+pub(super) struct ModuleLoad {
+    pub handle: usize,
+    pub digest: String,
+    pub loader: Option<PathBuf>,
 }
 
 pub(super) type Sink = Mutex<Seen>;
@@ -261,7 +269,8 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
         let Some(bytes) = (unsafe { elf_image(image) }) else { return };
         super::load_digest(bytes)
     };
-    sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push((module, digest));
+    let load = ModuleLoad { handle: module, digest, loader: loader() };
+    sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push(load);
 }
 
 /// The bytes of the ELF image at `image`, as long as its headers say.

@@ -59,14 +59,29 @@ impl ImageRecorder {
 
     /// Every distinct image loaded so far, in the order each was first loaded.
     pub fn images(&self) -> Vec<LoadedImage> {
-        distinct(&self.subscription.seen().lock().unwrap_or_else(|e| e.into_inner()))
+        distinct(&self.seen())
     }
+
+    /// The shared object whose `cuModuleLoad*` returned `handle` last, when the recorder
+    /// heard that call and could walk its stack: what names the library of a module
+    /// whose image was missed.
+    pub fn loader_of(&self, handle: usize) -> Option<PathBuf> {
+        loader_of(&self.seen(), handle)
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, cupti::Seen> {
+        self.subscription.seen().lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn loader_of(seen: &cupti::Seen, handle: usize) -> Option<PathBuf> {
+    seen.modules.iter().rev().find(|m| m.handle == handle).and_then(|m| m.loader.clone())
 }
 
 /// What the callbacks saw as distinct images, in first-load order: each with how often
 /// it was loaded, by which objects, and the module handles whose latest load was given it.
 fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
-    let latest: HashMap<usize, &str> = seen.modules.iter().map(|(m, digest)| (*m, digest.as_str())).collect();
+    let latest: HashMap<usize, &str> = seen.modules.iter().map(|m| (m.handle, m.digest.as_str())).collect();
     let mut images: Vec<LoadedImage> = Vec::new();
     for load in &seen.loads {
         let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
@@ -268,11 +283,22 @@ mod tests {
         other[0x100] = 1;
         let seen = cupti::Seen {
             loads: vec![load(elf(0), "liba.so"), load(other.clone(), "libb.so"), load(elf(0), "libc.so")],
-            modules: vec![(0x10, load_digest(&other)), (0x20, load_digest(&elf(0))), (0x10, "another".into())],
+            modules: vec![
+                module_load(0x10, load_digest(&other), Some("libb.so")),
+                module_load(0x20, load_digest(&elf(0)), None),
+                module_load(0x10, "another".into(), Some("libd.so")),
+            ],
         };
         let images = distinct(&seen);
         let got: Vec<_> = images.iter().map(|i| (i.loads, i.loaders.len(), i.modules.clone())).collect();
         assert_eq!(got, [(2, 2, BTreeSet::from([0x20])), (1, 1, BTreeSet::new())]);
+        assert_eq!(loader_of(&seen, 0x10), Some("libd.so".into()), "the latest load of a reused handle");
+        assert_eq!(loader_of(&seen, 0x20), None, "a load whose stack said nothing");
+        assert_eq!(loader_of(&seen, 0x30), None, "a load never heard");
+    }
+
+    fn module_load(handle: usize, digest: String, loader: Option<&str>) -> cupti::ModuleLoad {
+        cupti::ModuleLoad { handle, digest, loader: loader.map(PathBuf::from) }
     }
 
     /// Twins (one kernel name, other bytes: Triton's autotuning candidates) are told
