@@ -129,8 +129,8 @@ pub enum ValidationError {
     ExpectationTarget { index: usize, kind: &'static str, name: String },
     #[error("function `{function}` of module `{module}`: parameter {param} at offsets {} ends past the {limit}-byte limit of kernel parameters", hex_range(span))]
     ParamPastLimit { module: String, function: String, param: usize, span: Range<u64>, limit: u64 },
-    #[error("{item} digest `{digest}` is not 64 lowercase hexadecimal digits")]
-    DigestFormat { item: String, digest: String },
+    #[error("{item} digest `{digest}` is not {digits} lowercase hexadecimal digits")]
+    DigestFormat { item: String, digest: String, digits: usize },
     #[error("tensor-parallel rank {rank} does not fit world size {world}")]
     TensorParallel { rank: u32, world: u32 },
     #[error("{kind} `{name}` of template `{template}` appears more than once")]
@@ -157,8 +157,8 @@ pub enum ValidationError {
     NotAFile { item: String, path: String, kind: &'static str },
     #[error("{item} file `{path}` is {}, the manifest says {}", bytes(*found), bytes(*declared))]
     FileSize { item: String, path: String, declared: u64, found: u64 },
-    #[error("{item} file `{path}` has SHA-256 {found}, the manifest says {expected}")]
-    HashMismatch { item: String, path: String, expected: String, found: String },
+    #[error("{item} file `{path}` has {kind} {found}, the manifest says {expected}")]
+    HashMismatch { item: String, path: String, kind: &'static str, expected: String, found: String },
     #[error("{item} file `{path}` could not be read: {reason}")]
     FileUnreadable { item: String, path: String, reason: String },
     #[error("module `{module}` names no arch: {reason}")]
@@ -307,6 +307,8 @@ pub enum ReplayError {
     UnsupportedNode { template: String, node: String, kind: &'static str },
     #[error("read shard {index} ({file}): {source}")]
     Shard { index: u32, file: String, source: std::io::Error },
+    #[error("ask the page cache about the shard files: {source}")]
+    Cache { source: std::io::Error },
     #[error(transparent)]
     Param(#[from] ParamError),
     #[error(

@@ -8,9 +8,9 @@ use crate::{
     cuda::{ArenaMapping, Context, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
     format::{
-        buffer_at, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
-        FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp,
-        PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
+        buffer_at, digest::ShardDigester, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter,
+        Edge, Expectation, FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node,
+        NodeOp, PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
     },
     shards::{plan, ShardCap},
     validate,
@@ -113,16 +113,18 @@ impl Exporter {
         for span in spans {
             let file = format!("shards/{:04}.bin", span.index);
             let mut shard =
-                Shard { index: span.index, offset: span.offset, size: span.size, file, sha256: String::new() };
+                Shard { index: span.index, offset: span.offset, size: span.size, file, sha256: None, chunks: None };
             let ranges = self.manifest.stored_ranges(&shard);
             let total = self.manifest.stored_len(&shard);
-            shard.sha256 = self.writer.write_chunks(&shard.file, total, SNAPSHOT_CHUNK, |at, len| {
+            let mut digester = ShardDigester::new(self.manifest.format.version);
+            self.writer.write_chunks(&shard.file, total, SNAPSHOT_CHUNK, &mut digester, |at, len| {
                 let mut bytes = Vec::with_capacity(len as usize);
                 for (offset, len) in pieces(&ranges, at, len) {
                     bytes.extend(read(offset, len)?);
                 }
                 Ok::<_, ExportError>(bytes)
             })?;
+            digester.finish(&mut shard);
             written += total;
             self.manifest.shards.push(shard);
         }

@@ -8,6 +8,7 @@
 //! - [`shards`]: splitting a fixed-address arena into shards under a cap.
 //! - [`capture_order`]: the node and edge order that stream capture constructs.
 //! - [`tensor_parallel`]: whether per-rank cores agree.
+//! - [`page_cache`]: how much of a file the page cache holds, and dropping it (honest read floors).
 //! - [`cuda`]: the only module that talks to the driver.
 
 pub mod account;
@@ -18,6 +19,7 @@ pub mod errors;
 pub mod export;
 pub mod flags;
 pub mod format;
+pub mod page_cache;
 pub mod params;
 pub mod record;
 pub mod replay;

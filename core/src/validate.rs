@@ -13,8 +13,10 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
-        buffer_at, hash_exactly, open_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode,
-        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        buffer_at,
+        digest::{chunk_count, pieces, Piece, PieceHasher, CHUNK_BYTES_RANGE},
+        hash_exactly, open_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode, Manifest,
+        Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
 };
@@ -55,6 +57,7 @@ pub fn manifest(m: &Manifest) -> Result {
     arena(&m.arena)?;
     shards(&m.arena, &m.shards)?;
     let buffers = BufferMap::new(&m.arena, &m.buffers)?;
+    shard_digests(m)?;
     let modules = modules(&m.modules)?;
     unique("template", m.templates.iter().map(|t| t.name.as_str()))?;
     for template in &m.templates {
@@ -200,18 +203,57 @@ fn arena(a: &Arena) -> Result {
 
 /// A SHA-256 as the format writes it: 64 lowercase hexadecimal digits.
 fn digest(item: impl FnOnce() -> String, digest: &str) -> Result {
+    hex_digest(item, digest, 64)
+}
+
+/// A digest of `digits` lowercase hexadecimal digits.
+fn hex_digest(item: impl FnOnce() -> String, digest: &str, digits: usize) -> Result {
     let lower_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-    if digest.len() == 64 && digest.chars().all(lower_hex) {
+    if digest.len() == digits && digest.chars().all(lower_hex) {
         return Ok(());
     }
-    Err(E::DigestFormat { item: item(), digest: digest.chars().take(80).collect() })
+    Err(E::DigestFormat { item: item(), digest: digest.chars().take(80).collect(), digits })
+}
+
+/// v1 and v2 shards carry a SHA-256 of the file; v3 shards a digest per chunk, as many as
+/// the stored length needs.
+fn shard_digests(m: &Manifest) -> Result {
+    for s in &m.shards {
+        let item = || format!("shard {}", s.index);
+        let settled = |what: String| Err(E::Unsettled { item: item(), what });
+        match (m.format.version, &s.sha256, &s.chunks) {
+            (1 | 2, Some(sha256), None) => digest(item, sha256)?,
+            (1 | 2, _, Some(_)) => {
+                return Err(E::V3FieldInOlder { field: "chunks", item: item(), version: m.format.version })
+            }
+            (1 | 2, None, None) => return Err(E::DigestFormat { item: item(), digest: String::new(), digits: 64 }),
+            (_, Some(_), _) => return settled("carries a whole-file sha256; v3 shards carry chunk digests".into()),
+            (_, None, None) => return settled("has no chunk digests".into()),
+            (_, None, Some(c)) => {
+                if !c.bytes.is_power_of_two() || !CHUNK_BYTES_RANGE.contains(&c.bytes) {
+                    return settled(format!("chunk size {} is not a power of two from 4 KiB to 1 GiB", c.bytes));
+                }
+                let needed = chunk_count(m.stored_len(s), c.bytes).expect("a chunk size of at least 4 KiB");
+                if c.xxh3_128.len() != needed {
+                    let (stored, found) = (m.stored_len(s), c.xxh3_128.len());
+                    return settled(format!(
+                        "{found} chunk digests for {stored} stored bytes in chunks of {}; {needed} are needed",
+                        c.bytes
+                    ));
+                }
+                for (i, d) in c.xxh3_128.iter().enumerate() {
+                    hex_digest(|| format!("shard {} chunk {i}", s.index), d, 32)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn shards(a: &Arena, shards: &[Shard]) -> Result {
     let mut covered = 0u64;
     for (position, s) in shards.iter().enumerate() {
         let file = || s.file.clone();
-        digest(|| format!("shard {}", s.index), &s.sha256)?;
         if s.index as usize != position {
             return Err(E::ShardIndex { position, index: s.index });
         }
@@ -645,16 +687,53 @@ pub enum ShardContents {
 /// sizes (before reading), and hashes.
 pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
     let shard = |s: &Shard| {
-        let sha256 = (shards == ShardContents::Hashed).then_some(s.sha256.as_str());
         let stored = m.stored_len(s);
-        verify_file(dir, &format!("shard {}", s.index), &s.file, sha256, |len| (len != stored).then_some(stored))
+        verify_file(dir, &format!("shard {}", s.index), &s.file, None, |len| (len != stored).then_some(stored))
     };
     let module = |module: &Module| {
         verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)?;
         runs_on_core_arch(dir, module, m.context.sm)
     };
     in_parallel(&m.shards, shard)?;
+    if shards == ShardContents::Hashed {
+        in_parallel(&pieces(m), |piece| verify_piece(dir, piece))?;
+    }
     in_parallel(&m.modules, module)
+}
+
+/// Hashes one piece of a shard file (whose size was checked) against its digest.
+fn verify_piece(dir: &Path, piece: &Piece) -> Result {
+    let item = piece_name(piece);
+    let file = open_in_core(dir, &piece.shard.file, &item)?;
+    let mut hasher = PieceHasher::of(piece);
+    let unreadable = |e: std::io::Error| E::FileUnreadable {
+        item: item.clone(),
+        path: piece.shard.file.clone(),
+        reason: e.to_string(),
+    };
+    let mut buffer = vec![0u8; (1 << 20).min(piece.bytes.end - piece.bytes.start) as usize];
+    let mut at = piece.bytes.start;
+    while at < piece.bytes.end {
+        let len = buffer.len().min((piece.bytes.end - at) as usize);
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buffer[..len], at).map_err(unreadable)?;
+        hasher.update(&buffer[..len]);
+        at += len as u64;
+    }
+    let (kind, found) = (hasher.name(), hasher.finish());
+    match found == piece.expected {
+        true => Ok(()),
+        false => {
+            Err(E::HashMismatch { item, path: piece.shard.file.clone(), kind, expected: piece.expected.into(), found })
+        }
+    }
+}
+
+/// `shard 3`, or `shard 3 chunk 7` for a v3 chunk.
+pub fn piece_name(piece: &Piece) -> String {
+    match piece.chunk {
+        Some(chunk) => format!("shard {} chunk {chunk}", piece.shard.index),
+        None => format!("shard {}", piece.shard.index),
+    }
 }
 
 /// Runs `check` on every item, on as many threads as the machine has (hashing is the
@@ -727,6 +806,7 @@ fn verify_file(
         return Err(E::HashMismatch {
             item: item.into(),
             path: relative.into(),
+            kind: "SHA-256",
             expected: sha256.into(),
             found: actual,
         });

@@ -308,9 +308,28 @@ pub fn corruptions() -> Vec<Corruption> {
             invalid!(DigestFormat { .. }),
         ),
         row(
-            "shard-digest-uppercase",
-            |d| d.manifest.shards[0].sha256 = d.manifest.shards[0].sha256.to_uppercase(),
+            "shard-chunk-digest-uppercase",
+            |d| chunks(d, 0).xxh3_128[1] = chunks(d, 0).xxh3_128[1].to_uppercase(),
             invalid!(DigestFormat { .. }),
+        ),
+        row("shard-chunk-digest-missing", |d| drop(chunks(d, 1).xxh3_128.pop()), unsettled!("2 are needed")),
+        row("shard-chunk-size-not-power-of-two", |d| chunks(d, 0).bytes = 6144, unsettled!("chunk size 6144")),
+        row("shard-chunk-size-below-a-page", |d| chunks(d, 0).bytes = 2048, unsettled!("chunk size 2048")),
+        row(
+            "shard-whole-digest-in-v3",
+            |d| d.manifest.shards[0].sha256 = Some("0".repeat(64)),
+            unsettled!("carries a whole-file sha256"),
+        ),
+        row("shard-without-digest-in-v3", |d| d.manifest.shards[0].chunks = None, unsettled!("no chunk digests")),
+        row(
+            "shard-chunks-in-v2-core",
+            |d| d.manifest.format.version = 2,
+            invalid!(V3FieldInOlder { field: "chunks", version: 2, .. }),
+        ),
+        row(
+            "shard-last-chunk-byte-flipped",
+            |d| d.files.get_mut("shards/001.bin").expect("sample shard")[CAP as usize - 1] ^= 0x01,
+            invalid!(HashMismatch { kind: "XXH3-128", .. }),
         ),
         row("tolerance-negative", |d| d.manifest.expectations[0].tolerance = Some(-1.0), invalid!(Tolerance { .. })),
         row(
@@ -436,7 +455,11 @@ pub fn corruptions() -> Vec<Corruption> {
         row("v3-pointer-at-unaligned", |d| d.kernel_mut().pointers[0].at = 4, unsettled!("is not a multiple of 8")),
         row(
             "shard-holds-unstored-bytes",
-            |d| d.manifest.buffers[3].contents = BufferContents::Undefined,
+            |d| {
+                // The digests fit the stored length; the file still holds the whole shard.
+                d.manifest.buffers[3].contents = BufferContents::Undefined;
+                chunks(d, 1).xxh3_128.pop();
+            },
             invalid!(FileSize { declared: GRANULARITY, found: CAP, .. }),
         ),
         Corruption {
@@ -552,6 +575,10 @@ fn add_edge(d: &mut CoreDraft, from: &str, to: &str) {
 
 fn truncate_file(d: &mut CoreDraft, file: &str) {
     d.files.get_mut(file).expect("sample file").truncate(100);
+}
+
+fn chunks(d: &mut CoreDraft, shard: usize) -> &mut gnomon_core::format::Chunks {
+    d.manifest.shards[shard].chunks.as_mut().expect("the sample is a v3 core")
 }
 
 /// Replaces the sample's module with `bytes` of `kind`, its digest updated, so only what

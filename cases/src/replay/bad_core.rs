@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 use gnomon_core::{
     cuda::{live_executables, ArenaMapping, Context, CudaError},
     errors::{CoreError, ReplayError, ValidationError},
-    format::{BufferRole, Core, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
+    format::{digest::chunk_digests, BufferRole, Core, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
     replay::{replay, Executables},
     shards::MIB,
 };
@@ -46,6 +46,35 @@ pub fn cases() -> Vec<Case> {
             refused(
                 replay(&core, &ctx, Executables::Rebuild),
                 |e| matches!(e, ReplayError::Shard { index: 0, source, .. } if source.to_string().contains("SHA-256")),
+            )
+            .map(drop)
+        }),
+        bad_core_case("last-chunk-changed-after-validation", |dir| {
+            // Chunks of one page, so the shards hold several; the last byte of the last
+            // shard's last chunk changes after validation and must fail the upload.
+            let manifest = read_manifest(dir)?;
+            let mut rechunked = Vec::new();
+            for s in &manifest.shards {
+                let bytes = fs::read(dir.join(&s.file)).map_err(|e| Verdict::Blocked(e.to_string()))?;
+                rechunked.push(chunk_digests(&bytes, 4096));
+            }
+            let last = manifest
+                .shards
+                .iter()
+                .rposition(|s| manifest.stored_len(s) > 4096)
+                .ok_or_else(|| Verdict::Blocked("no shard stores more than one page".into()))?;
+            let chunks = rechunked[last].xxh3_128.len();
+            edit_manifest(dir, |m| m.shards.iter_mut().zip(rechunked).for_each(|(s, c)| s.chunks = Some(c)))?;
+            let core = Core::open_for_upload(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+            let file = dir.join(&manifest.shards[last].file);
+            let mut bytes = fs::read(&file).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            *bytes.last_mut().expect("a shard of more than a page") ^= 0x40;
+            fs::write(&file, bytes).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let says = format!("shard {last} chunk {}", chunks - 1);
+            refused(
+                replay(&core, &ctx, Executables::Rebuild),
+                |e| matches!(e, ReplayError::Shard { source, .. } if source.to_string().contains(&says)),
             )
             .map(drop)
         }),

@@ -11,7 +11,11 @@ mod upload;
 
 use std::{path::Path, process::Command};
 
-use gnomon_core::{replay::Executables, shards::GIB, shards::MIB};
+use gnomon_core::{
+    format::Core,
+    replay::{drop_shards_from_cache, Executables},
+    shards::{GIB, MIB},
+};
 use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use native::{export_command, replay_command, StepOutcome};
@@ -32,17 +36,35 @@ pub fn cases(nightly: bool) -> Vec<Case> {
             for (handover_name, handover) in [("exit", Handover::Exit), ("direct", Handover::Direct)] {
                 let id = format!("replay/{}/cap={cap_name}/handover={handover_name}", w.name());
                 let case = Case::gpu(&id, CLAIM, move |ctx| match handover {
-                    Handover::Exit => exit_handover(w, cap, ctx),
+                    Handover::Exit => exit_handover(w, cap, Cache::AsWritten, ctx),
                     Handover::Direct => direct_handover(w, cap, ctx),
                 });
                 cases.push(case.with_parameter("cap", cap_name).with_parameter("handover", handover_name));
             }
         }
     }
+    // The nightly workloads restore once more from storage, not from the page cache.
+    for w in if nightly { workloads::nightly() } else { Vec::new() } {
+        for (cap_name, cap) in CAPS {
+            let id = format!("replay/{}/cap={cap_name}/handover=exit/cache=cold", w.name());
+            let case = Case::gpu(&id, CLAIM, move |ctx| exit_handover(w, cap, Cache::Dropped, ctx));
+            cases.push(
+                case.with_parameter("cap", cap_name).with_parameter("handover", "exit").with_parameter("cache", "cold"),
+            );
+        }
+    }
     cases.extend(bad_core::cases());
     cases.extend(reservation::cases());
     cases.extend(upload::cases());
     cases
+}
+
+/// Where an exit handover's replay finds the shard files: in the page cache, as the
+/// export left them, or dropped from it, so the restore reads from storage.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    AsWritten,
+    Dropped,
 }
 
 fn scratch() -> Result<tempfile::TempDir, Verdict> {
@@ -62,7 +84,7 @@ pub(crate) fn exported_core(workload: &str) -> Result<(tempfile::TempDir, std::p
 
 /// The exporter runs as its own process and exits; the core is moved to another path;
 /// a fresh process replays it from disk.
-fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdict> {
+fn exit_handover(w: &dyn Workload, cap: u64, cache: Cache, ctx: &mut Ctx) -> Result<(), Verdict> {
     let tmp = scratch()?;
     let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
     let mut metrics = Metrics::new();
@@ -71,6 +93,10 @@ fn exit_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verdic
     outcome.into_result(&mut metrics)?;
     std::fs::create_dir_all(moved.parent().expect("has a parent")).map_err(|e| Verdict::Blocked(e.to_string()))?;
     std::fs::rename(&written, &moved).map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
+    if cache == Cache::Dropped {
+        let core = Core::open_for_upload(&moved).map_err(|e| Verdict::Failed(e.to_string()))?;
+        drop_shards_from_cache(&core).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    }
     let replayed = helper(&["replay".to_owned()], &moved, &tmp.path().join("replay.json"));
     let result = replayed.into_result(&mut metrics);
     ctx.metrics(with_nocore_ratio(metrics));

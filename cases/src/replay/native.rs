@@ -8,7 +8,9 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     format::Core,
-    replay::{measure_floors, replay, Executables, Floors, OutputCheck, ReplayReport, StageTimes},
+    replay::{
+        measure_floors, replay, shards_cached_fraction, Executables, Floors, OutputCheck, ReplayReport, StageTimes,
+    },
     shards::MIB,
 };
 use gnomon_fixtures::{
@@ -65,6 +67,10 @@ impl StepOutcome {
     }
 }
 
+/// A restore that found less of its shard files than this in the page cache read mostly
+/// from storage: its read floor is measured cold.
+const COLD_BELOW: f64 = 0.5;
+
 /// The stages that take a core from disk to every template ready to launch; their sum is
 /// `restore-total-s`. The checks (`contents-check`, `weights-check`) are timed apart.
 const RESTORE_STAGES: [&str; 9] = [
@@ -89,6 +95,9 @@ pub fn replay_and_check(
     started: Instant,
     mut before: StageTimes,
 ) -> Result<Metrics, Verdict> {
+    // Before the restore reads them: how much of the shard files the page cache holds
+    // decides which read floor the upload is held against.
+    let cached = shards_cached_fraction(core).map_err(|e| Verdict::Failed(e.to_string()))?;
     let report = replay(core, ctx, executables).map_err(|e| match e {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
@@ -98,9 +107,11 @@ pub fn replay_and_check(
     before.extend(report.stages.iter().copied());
     before.push(("compare", compared.elapsed().as_secs_f64()));
     let measured_at = Instant::now();
-    let floors = measure_floors(core, ctx).map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
+    let floors = measure_floors(core, ctx, cached < COLD_BELOW)
+        .map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
     before.push(("measure-floors", measured_at.elapsed().as_secs_f64()));
     let mut metrics = replay_metrics(core, &report, Some(&floors), &before);
+    metrics.extend([measured("shards-cached-fraction", cached, "1")]);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
     metrics.extend([
         measured("reference-max-scaled-diff", worst as f64, "1"),
@@ -137,6 +148,7 @@ pub(crate) fn replay_metrics(
     if let Some(floors) = floors {
         metrics.extend([
             measured("read-floor-gbps", floors.read_gbps, "GB/s"),
+            measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
             measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
             measured("upload-fraction-of-floor", upload_gbps / floors.read_gbps.min(floors.pinned_h2d_gbps), "1"),
         ]);

@@ -201,29 +201,29 @@ impl CoreWriter {
     }
 
     /// Writes `total` bytes at `relative`, `chunk` at a time, each from `read(offset, len)`,
-    /// and returns their SHA-256.
+    /// feeding each to `digester`.
     pub fn write_chunks<E: From<CoreError>>(
         &self,
         relative: &str,
         total: u64,
         chunk: u64,
+        digester: &mut super::digest::ShardDigester,
         mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
-    ) -> Result<String, E> {
+    ) -> Result<(), E> {
         let path = self.dir.join(relative);
         let write_err = |source| CoreError::Write { path: path.clone(), source };
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(write_err)?;
         }
         let mut file = io::BufWriter::new(fs::File::create(&path).map_err(write_err)?);
-        let (mut hasher, mut offset) = (Sha256::new(), 0);
+        let mut offset = 0;
         while offset < total {
             let bytes = read(offset, chunk.min(total - offset))?;
-            hasher.update(&bytes);
+            digester.update(&bytes);
             file.write_all(&bytes).map_err(write_err)?;
             offset += bytes.len() as u64;
         }
-        file.flush().map_err(write_err)?;
-        Ok(hex::encode(hasher.finalize()))
+        file.flush().map_err(write_err).map_err(E::from)
     }
 
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {

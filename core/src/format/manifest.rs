@@ -122,8 +122,23 @@ pub struct Shard {
     pub size: u64,
     /// Path relative to the core directory.
     pub file: String,
-    /// SHA-256 of the file, lowercase hex.
-    pub sha256: String,
+    /// (v1, v2) SHA-256 of the whole file, lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// (v3) A digest of each fixed-size chunk of the file, so chunks are verified apart,
+    /// in parallel, on the bytes that are uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Chunks>,
+}
+
+/// (v3) The XXH3-128 of each `bytes`-long chunk of a shard file, in file order; the last
+/// chunk may be shorter, and an empty file has none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Chunks {
+    pub bytes: u64,
+    #[serde(rename = "xxh3-128")]
+    pub xxh3_128: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 //! `manifest.json`, module images and shard files. `docs/format-v2.md` is the normative
 //! description; these types are its Rust form.
 
+pub mod digest;
 mod image;
 mod io;
 mod manifest;

@@ -13,6 +13,7 @@ use crate::{
     cuda::{Context, PinnedHost},
     errors::ReplayError,
     format::Core,
+    page_cache,
 };
 
 /// Bytes read from the shard files at most, so the measurement stays short at any size.
@@ -25,10 +26,37 @@ const H2D_REPEATS: u32 = 4;
 pub struct Floors {
     pub read_gbps: f64,
     pub pinned_h2d_gbps: f64,
+    /// Whether the read floor was measured with the shard files out of the page cache.
+    pub cold: bool,
 }
 
-pub fn measure(core: &Core, ctx: &Context, staging: Staging) -> Result<Floors, ReplayError> {
-    Ok(Floors { read_gbps: read_gbps(core, staging)?, pinned_h2d_gbps: pinned_h2d_gbps(ctx)? })
+/// The floors, the read floor measured `cold` (the shard files dropped from the page
+/// cache first) or warm, to match the condition the restore met.
+pub fn measure(core: &Core, ctx: &Context, staging: Staging, cold: bool) -> Result<Floors, ReplayError> {
+    if cold {
+        drop_shards_from_cache(core)?;
+    }
+    Ok(Floors { read_gbps: read_gbps(core, staging)?, pinned_h2d_gbps: pinned_h2d_gbps(ctx)?, cold })
+}
+
+/// The share of the shard files' pages the page cache holds now.
+pub fn shards_cached_fraction(core: &Core) -> Result<f64, ReplayError> {
+    let files = shard_files(core)?;
+    page_cache::resident_fraction(&files).map_err(|source| ReplayError::Cache { source })
+}
+
+/// Drops every shard file from the page cache, so the next read comes from storage.
+pub fn drop_shards_from_cache(core: &Core) -> Result<(), ReplayError> {
+    for file in shard_files(core)? {
+        page_cache::drop_from_cache(&file).map_err(|source| ReplayError::Cache { source })?;
+    }
+    Ok(())
+}
+
+fn shard_files(core: &Core) -> Result<Vec<std::fs::File>, ReplayError> {
+    let shards = &core.manifest().shards;
+    let open = |s: &crate::format::Shard| core.open_file(&s.file, &format!("shard {}", s.index));
+    shards.iter().map(|s| open(s).map_err(|e| ReplayError::Cache { source: std::io::Error::other(e) })).collect()
 }
 
 fn read_gbps(core: &Core, staging: Staging) -> Result<f64, ReplayError> {

@@ -16,7 +16,7 @@ use std::{collections::HashMap, time::Instant};
 
 use bytesize::ByteSize;
 
-pub use floors::Floors;
+pub use floors::{drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use rebuild::Functions;
 pub use upload::{Staging, Upload, Uploaded};
 
@@ -201,9 +201,10 @@ pub fn rebuild_only(core: &Core, ctx: &Context) -> Result<Rebuilt, ReplayError> 
 }
 
 /// The floors an upload of `core` is held against, measured now on this machine (it reads
-/// up to 2 GiB of the shard files again): for reporting, not part of a restore.
-pub fn measure_floors(core: &Core, ctx: &Context) -> Result<Floors, ReplayError> {
-    floors::measure(core, ctx, Staging::default())
+/// up to 2 GiB of the shard files again, `cold` after dropping them from the page cache):
+/// for reporting, not part of a restore.
+pub fn measure_floors(core: &Core, ctx: &Context, cold: bool) -> Result<Floors, ReplayError> {
+    floors::measure(core, ctx, Staging::default(), cold)
 }
 
 /// Stage times, a stage met again adding to its total; the stage that failed and the

@@ -1,16 +1,18 @@
 //! Streaming restore of the arena: shard file → hash → page-locked staging → async copy.
 //!
-//! Reader threads (they hold no CUDA types) each take whole shards, read every byte once,
-//! in chunks, into staging slots lent to them, and hash exactly the bytes they hand back.
-//! This thread enqueues each chunk's copy, records the slot's event, and lends the slot
-//! again only once that copy has completed. Host memory is the staging pool, whatever the
-//! arena's size. A shard whose bytes do not hash to the manifest's digest fails the
-//! restore before anything is launched, so a file changed after validation is caught
-//! without being read twice.
+//! Reader threads (they hold no CUDA types) each take the next piece a digest covers (a
+//! v3 chunk, so one big shard is read by every reader at once, or a whole v1/v2 file),
+//! read its bytes once into staging slots lent to them, and hash exactly the bytes they
+//! hand back. This thread enqueues each slot's copy, records the slot's event, and lends
+//! the slot again only once that copy has completed. Host memory is the staging pool,
+//! whatever the arena's size. A piece whose bytes do not hash to the manifest's digest
+//! fails the restore before anything is launched, so a file changed after validation is
+//! caught without being read twice.
 
 use std::{
     collections::VecDeque,
-    io::Read,
+    ops::Range,
+    os::unix::fs::FileExt,
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc, Mutex,
@@ -18,12 +20,14 @@ use std::{
     time::Instant,
 };
 
-use sha2::{Digest, Sha256};
-
 use crate::{
     cuda::{Context, Event, PinnedHost, Stream},
     errors::ReplayError,
-    format::{Core, Shard},
+    format::{
+        digest::{pieces, Piece, PieceHasher},
+        Core,
+    },
+    validate::piece_name,
 };
 
 /// The staging pipeline's shape: `slots` × `slot_bytes` of page-locked memory, `readers`
@@ -36,9 +40,8 @@ pub struct Staging {
 }
 
 impl Default for Staging {
-    /// A reader per core, at most 16 (SHA-256 runs at about 1 GB/s a thread, so hashing,
-    /// not reading, sets the pace), and two 8 MiB slots per reader: at most 256 MiB of
-    /// host memory.
+    /// A reader per core, at most 16, and two 8 MiB slots per reader (a v3 chunk fills
+    /// one): at most 256 MiB of host memory.
     fn default() -> Self {
         let readers = std::thread::available_parallelism().map_or(4, |n| n.get()).min(16);
         Self { slot_bytes: 8 << 20, slots: 2 * readers, readers }
@@ -90,21 +93,23 @@ impl<'c> Upload<'c> {
     pub fn run(self, stream: &Stream) -> Result<Uploaded, ReplayError> {
         let Self { core, staging, mut pool, events, started } = self;
         let m = core.manifest();
-        let shards = &m.shards;
+        let pieces = pieces(m);
+        let layouts: Vec<Vec<Range<u64>>> = m.shards.iter().map(|s| m.stored_ranges(s)).collect();
         let (free_tx, free_rx) = mpsc::channel::<&mut [u8]>();
         pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
         let free_rx = Mutex::new(free_rx);
         let (next, cancelled) = (AtomicUsize::new(0), AtomicBool::new(false));
         let outcome = std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<Message>();
-            for _ in 0..staging.readers.clamp(1, shards.len().max(1)) {
+            for _ in 0..staging.readers.clamp(1, pieces.len().max(1)) {
                 let (tx, free_rx, next, cancelled) = (tx.clone(), &free_rx, &next, &cancelled);
+                let (pieces, layouts) = (&pieces, &layouts);
                 scope.spawn(move || {
                     while !cancelled.load(Ordering::SeqCst) {
-                        let Some(shard) = shards.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
-                        let base = core.manifest().arena.base;
-                        let result = read_shard(core, shard, base, free_rx, &tx, cancelled);
-                        if tx.send(Message::Done(result)).is_err() {
+                        let Some(piece) = pieces.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+                        let reader =
+                            Reader { core, layout: &layouts[piece.shard.index as usize], free: free_rx, tx: &tx };
+                        if tx.send(Message::Done(reader.read(piece, cancelled))).is_err() {
                             break;
                         }
                     }
@@ -197,44 +202,58 @@ impl<'p> Copies<'_, 'p> {
     }
 }
 
-/// Reads one shard into lent slots, hashing what it hands over; checks size and digest.
-fn read_shard<'p>(
-    core: &Core,
-    shard: &Shard,
-    base: u64,
-    free: &Mutex<mpsc::Receiver<&'p mut [u8]>>,
-    tx: &mpsc::Sender<Message<'p>>,
-    cancelled: &AtomicBool,
-) -> Result<(), ReplayError> {
-    let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
-    let changed = |what: String| io(std::io::Error::other(format!("changed since the core was validated: {what}")));
-    let mut file =
-        core.open_file(&shard.file, &format!("shard {}", shard.index)).map_err(|e| io(std::io::Error::other(e)))?;
-    let mut hasher = Sha256::new();
-    // The file holds the shard's stored ranges one after another; each goes to its place.
-    for range in core.manifest().stored_ranges(shard) {
-        let mut done = range.start;
-        while done < range.end {
-            if cancelled.load(Ordering::SeqCst) {
-                return Ok(());
-            }
-            let Ok(slot) = free.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return Ok(()) };
-            let len = (range.end - done).min(slot.len() as u64) as usize;
-            file.read_exact(&mut slot[..len]).map_err(|e| changed(format!("it ended early ({e})")))?;
-            hasher.update(&slot[..len]);
-            let dst = base + done;
-            done += len as u64;
-            if tx.send(Message::Chunk { slot, len, dst }).is_err() {
-                return Ok(());
-            }
+/// What a reader thread needs to read a piece: the core, the stored ranges of the
+/// piece's shard, the slots lent to readers, and the way to the copying thread.
+struct Reader<'r, 'p> {
+    core: &'r Core,
+    layout: &'r [Range<u64>],
+    free: &'r Mutex<mpsc::Receiver<&'p mut [u8]>>,
+    tx: &'r mpsc::Sender<Message<'p>>,
+}
+
+impl<'p> Reader<'_, 'p> {
+    /// Reads one piece (a v1/v2 file, or a v3 chunk) into lent slots, each sent to its
+    /// arena address, hashing exactly the bytes sent; checks the file's length and the
+    /// piece's digest.
+    fn read(&self, piece: &Piece, cancelled: &AtomicBool) -> Result<(), ReplayError> {
+        let shard = piece.shard;
+        let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
+        let changed = |what: String| io(std::io::Error::other(format!("changed since the core was validated: {what}")));
+        let file = self
+            .core
+            .open_file(&shard.file, &format!("shard {}", shard.index))
+            .map_err(|e| io(std::io::Error::other(e)))?;
+        let (len, stored) = (file.metadata().map_err(io)?.len(), self.core.manifest().stored_len(shard));
+        if len != stored {
+            return Err(changed(format!("it is {len} bytes long, the manifest stores {stored}")));
         }
+        let mut hasher = PieceHasher::of(piece);
+        // The file holds the shard's stored ranges one after another; each goes to its place.
+        let mut file_at = 0;
+        for range in self.layout {
+            let span = file_at.max(piece.bytes.start)..(file_at + range.end - range.start).min(piece.bytes.end);
+            let mut done = span.start;
+            while done < span.end {
+                if cancelled.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                let Ok(slot) = self.free.lock().unwrap_or_else(|e| e.into_inner()).recv() else { return Ok(()) };
+                let len = (span.end - done).min(slot.len() as u64) as usize;
+                file.read_exact_at(&mut slot[..len], done).map_err(|e| changed(format!("it ended early ({e})")))?;
+                hasher.update(&slot[..len]);
+                let dst = self.core.manifest().arena.base + range.start + (done - file_at);
+                done += len as u64;
+                if self.tx.send(Message::Chunk { slot, len, dst }).is_err() {
+                    return Ok(());
+                }
+            }
+            file_at += range.end - range.start;
+        }
+        let (kind, digest) = (hasher.name(), hasher.finish());
+        if digest != piece.expected {
+            let what = piece_name(piece);
+            return Err(changed(format!("{what} has {kind} {digest}, the manifest says {}", piece.expected)));
+        }
+        Ok(())
     }
-    if file.read(&mut [0u8]).map_err(io)? != 0 {
-        return Err(changed("it grew".into()));
-    }
-    let digest = hex::encode(hasher.finalize());
-    if digest != shard.sha256 {
-        return Err(changed(format!("its SHA-256 is {digest}, the manifest says {}", shard.sha256)));
-    }
-    Ok(())
 }
