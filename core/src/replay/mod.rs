@@ -3,9 +3,10 @@
 //! of the writable buffers, load modules and check every function's parameter layout,
 //! rebuild the templates, instantiate them on several threads with the recorded flags (or
 //! take executables handed over live), then for each template: reset the writable
-//! buffers from their device copies, launch, digest the outputs, and check that no weight
-//! changed. Every stage is timed, so the stages account for the replay's wall time.
-//! [`measure_floors`] measures what an upload is held against, apart from the restore.
+//! buffers from their device copies, launch and digest the outputs; once all have run,
+//! check that no weight changed. Every stage is timed, so the stages account for the
+//! replay's wall time. [`measure_floors`] measures what a restore is held against (reading,
+//! copying, and the driver's own cost per node), apart from the restore.
 
 mod checksum;
 mod floors;
