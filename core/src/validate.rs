@@ -856,6 +856,27 @@ mod tests {
         assert!(!check(&figures(MAX_PRODUCER_FIGURES + 1)));
     }
 
+    /// Pieces longer than the read buffer, and not a multiple of it, are hashed to exactly
+    /// their end: a whole v2 file and a v3 chunk in the middle of one.
+    #[test]
+    fn a_piece_is_hashed_to_exactly_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = (0..(3u64 << 20) + 123).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.path().join("s.bin"), &bytes).unwrap();
+        let sha256 = crate::format::hash_hex(&bytes[..]).unwrap();
+        let shard = Shard { index: 0, offset: 0, size: 4 << 20, file: "s.bin".into(), sha256: None, chunks: None };
+        let middle = (1u64 << 20) + 5..(2u64 << 20) + 700;
+        let chunk = crate::format::digest::chunk_digests(&bytes[middle.start as usize..middle.end as usize], 1 << 30);
+        let pieces = [(0..bytes.len() as u64, None, sha256.as_str()), (middle, Some(1), chunk.xxh3_128[0].as_str())];
+        for (range, chunk, expected) in pieces {
+            let piece = Piece { shard: &shard, bytes: range.clone(), chunk, expected };
+            assert!(verify_piece(dir.path(), &piece).is_ok(), "{range:?}");
+            let wrong = "0".repeat(expected.len());
+            let piece = Piece { shard: &shard, bytes: range, chunk, expected: &wrong };
+            assert!(matches!(verify_piece(dir.path(), &piece), Err(E::HashMismatch { .. })));
+        }
+    }
+
     /// At the boundary without a 1 GiB file: hashing one would take the CPU suite seconds.
     #[test]
     fn a_module_of_exactly_the_limit_is_allowed() {
