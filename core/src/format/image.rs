@@ -104,6 +104,12 @@ mod tests {
         assert!(sm(8, 0x0600_0004).is_err());
         assert!(cubin_arch(&elf(8, 0x0600_5a04)[..0x32]).unwrap_err().contains("cut short"));
         assert!(cubin_arch(b"//\n.target sm_90\n").unwrap_err().contains("not a 64-bit ELF"));
+        let mut elf32 = elf(8, 0x0600_5a04);
+        elf32[4] = 1;
+        assert!(cubin_arch(&elf32).unwrap_err().contains("not a 64-bit ELF"));
+        let mut not_elf = elf(8, 0x0600_5a04);
+        not_elf[0] = b'#';
+        assert!(cubin_arch(&not_elf).unwrap_err().contains("not a 64-bit ELF"));
     }
 
     #[test]
