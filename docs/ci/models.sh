@@ -29,6 +29,9 @@ assert a["digest"] == b["digest"], f"the recorder changed the output: {a} vs {b}
 print(f"recorder: same output; first step after {a['first-step-s']:.2f} s with it, {b['first-step-s']:.2f} s without")
 PY
 
+# A kernel loaded before recording began must be refused at export, named, never skipped.
+python3 python/ports/missed.py "$(mktemp -d)/missed" > "$out/missed.txt"
+
 gnomon validate "$cores"/* > "$out/validate.txt"
 status=0
 gnomon qualify "$cores"/*/ --report-dir "$out/qualify" || status=$?
