@@ -47,6 +47,9 @@ fn chunks_are_written_in_order_and_a_v2_shard_is_hashed_as_a_whole() {
 fn a_v3_shard_has_a_digest_per_chunk_whatever_the_writes() {
     let source: Vec<u8> = (0..CHUNK_BYTES * 2 + 5).map(|i| (i % 251) as u8).collect();
     let expected = chunk_digests(&source, CHUNK_BYTES);
+    let each: Vec<String> =
+        source.chunks(CHUNK_BYTES as usize).map(|c| format!("{:032x}", xxhash_rust::xxh3::xxh3_128(c))).collect();
+    assert_eq!(expected.xxh3_128, each, "each chunk hashed by itself");
     assert_eq!(expected.xxh3_128.len(), 3);
     let mut digester = ShardDigester::new(3);
     for piece in source.chunks(3_000_017) {

@@ -91,27 +91,54 @@ impl PieceHasher {
 }
 
 /// Digests a shard file as it is written, for the manifest of `version`.
-pub struct ShardDigester {
-    whole: Option<Sha256>,
+pub enum ShardDigester {
+    Whole(Box<Sha256>),
+    Chunked(ChunkDigester),
+}
+
+impl ShardDigester {
+    pub fn new(version: u32) -> Self {
+        match version {
+            1 | 2 => Self::Whole(Box::default()),
+            _ => Self::Chunked(ChunkDigester::new(CHUNK_BYTES)),
+        }
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Whole(h) => h.update(bytes),
+            Self::Chunked(c) => c.update(bytes),
+        }
+    }
+
+    /// Sets `shard`'s digests to those of the bytes seen.
+    pub fn finish(self, shard: &mut Shard) {
+        (shard.sha256, shard.chunks) = match self {
+            Self::Whole(h) => (Some(hex::encode(h.finalize())), None),
+            Self::Chunked(c) => (None, Some(c.finish())),
+        };
+    }
+}
+
+/// The XXH3-128 of each `bytes`-long chunk of a stream, however its writes fall.
+pub struct ChunkDigester {
+    bytes: u64,
     chunk: Xxh3,
     in_chunk: u64,
     chunks: Vec<String>,
 }
 
-impl ShardDigester {
-    pub fn new(version: u32) -> Self {
-        Self { whole: (version < 3).then(Sha256::new), chunk: Xxh3::new(), in_chunk: 0, chunks: Vec::new() }
+impl ChunkDigester {
+    pub fn new(bytes: u64) -> Self {
+        Self { bytes, chunk: Xxh3::new(), in_chunk: 0, chunks: Vec::new() }
     }
 
     pub fn update(&mut self, mut bytes: &[u8]) {
-        if let Some(whole) = &mut self.whole {
-            return whole.update(bytes);
-        }
         while !bytes.is_empty() {
-            let take = ((CHUNK_BYTES - self.in_chunk) as usize).min(bytes.len());
+            let take = ((self.bytes - self.in_chunk) as usize).min(bytes.len());
             self.chunk.update(&bytes[..take]);
             (self.in_chunk, bytes) = (self.in_chunk + take as u64, &bytes[take..]);
-            if self.in_chunk == CHUNK_BYTES {
+            if self.in_chunk == self.bytes {
                 self.close_chunk();
             }
         }
@@ -122,26 +149,21 @@ impl ShardDigester {
         (self.chunk, self.in_chunk) = (Xxh3::new(), 0);
     }
 
-    /// Sets `shard`'s digests to those of the bytes seen.
-    pub fn finish(mut self, shard: &mut Shard) {
-        match self.whole.take() {
-            Some(whole) => (shard.sha256, shard.chunks) = (Some(hex::encode(whole.finalize())), None),
-            None => {
-                if self.in_chunk > 0 {
-                    self.close_chunk();
-                }
-                shard.chunks = Some(Chunks { bytes: CHUNK_BYTES, xxh3_128: std::mem::take(&mut self.chunks) });
-                shard.sha256 = None;
-            }
+    /// The digests, the last (shorter) chunk closed; none for an empty stream.
+    pub fn finish(mut self) -> Chunks {
+        if self.in_chunk > 0 {
+            self.close_chunk();
         }
+        Chunks { bytes: self.bytes, xxh3_128: self.chunks }
     }
 }
 
-/// The chunk digests of `file` at `bytes` per chunk: what an exporter writes, and what a
-/// test that rechunks a core computes.
+/// The chunk digests of `file` at `bytes` per chunk: what a test or a fixture that
+/// rechunks a core computes, as an exporter does while writing.
 pub fn chunk_digests(file: &[u8], bytes: u64) -> Chunks {
-    let xxh3_128 = file.chunks(bytes as usize).map(|c| hex128(xxhash_rust::xxh3::xxh3_128(c))).collect();
-    Chunks { bytes, xxh3_128 }
+    let mut digester = ChunkDigester::new(bytes);
+    digester.update(file);
+    digester.finish()
 }
 
 /// A 128-bit digest as the manifest writes it: 32 lowercase hexadecimal digits.
