@@ -31,7 +31,7 @@ const CAPS: [(&str, u64); 2] = [("64GiB", 64 * GIB), ("64MiB", 64 * MIB)];
 pub fn cases(nightly: bool) -> Vec<Case> {
     let mut cases = Vec::new();
     let extra = if nightly { workloads::nightly() } else { Vec::new() };
-    for w in all().into_iter().chain(extra) {
+    for w in all().into_iter().chain(extra.iter().copied()) {
         for (cap_name, cap) in CAPS {
             for (handover_name, handover) in [("exit", Handover::Exit), ("direct", Handover::Direct)] {
                 let id = format!("replay/{}/cap={cap_name}/handover={handover_name}", w.name());
@@ -44,7 +44,7 @@ pub fn cases(nightly: bool) -> Vec<Case> {
         }
     }
     // The nightly workloads restore once more from storage, not from the page cache.
-    for w in if nightly { workloads::nightly() } else { Vec::new() } {
+    for w in extra {
         for (cap_name, cap) in CAPS {
             let id = format!("replay/{}/cap={cap_name}/handover=exit/cache=cold", w.name());
             let case = Case::gpu(&id, CLAIM, move |ctx| exit_handover(w, cap, Cache::Dropped, ctx));
