@@ -15,8 +15,8 @@ use crate::{
     format::{
         buffer_at,
         digest::{chunk_count, pieces, Piece, PieceHasher, CHUNK_BYTES_RANGE},
-        hash_exactly, open_in_core, Arena, Buffer, BufferRef, EdgeKind, FormatTag, Function, KernelNode, Manifest,
-        Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        hash_exactly, open_in_core, Arena, Buffer, BufferRef, Chunks, EdgeKind, FormatTag, Function, KernelNode,
+        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
     },
     shards::ShardCap,
 };
@@ -201,6 +201,27 @@ fn arena(a: &Arena) -> Result {
     Ok(())
 }
 
+/// A v3 shard's chunk digests: a chunk size v3 allows, one digest per chunk of its
+/// `stored` bytes, each 32 lowercase hexadecimal digits.
+fn chunks_fit(s: &Shard, c: &Chunks, stored: u64) -> Result {
+    let settled = |what: String| Err(E::Unsettled { item: format!("shard {}", s.index), what });
+    if !c.bytes.is_power_of_two() || !CHUNK_BYTES_RANGE.contains(&c.bytes) {
+        return settled(format!("chunk size {} is not a power of two from 4 KiB to 1 GiB", c.bytes));
+    }
+    let needed = chunk_count(stored, c.bytes).expect("a chunk size of at least 4 KiB");
+    if c.xxh3_128.len() != needed {
+        let found = c.xxh3_128.len();
+        return settled(format!(
+            "{found} chunk digests for {stored} stored bytes in chunks of {}; {needed} are needed",
+            c.bytes
+        ));
+    }
+    for (i, d) in c.xxh3_128.iter().enumerate() {
+        hex_digest(|| format!("shard {} chunk {i}", s.index), d, 32)?;
+    }
+    Ok(())
+}
+
 /// A SHA-256 as the format writes it: 64 lowercase hexadecimal digits.
 fn digest(item: impl FnOnce() -> String, digest: &str) -> Result {
     hex_digest(item, digest, 64)
@@ -229,22 +250,7 @@ fn shard_digests(m: &Manifest) -> Result {
             (1 | 2, None, None) => return Err(E::DigestFormat { item: item(), digest: String::new(), digits: 64 }),
             (_, Some(_), _) => return settled("carries a whole-file sha256; v3 shards carry chunk digests".into()),
             (_, None, None) => return settled("has no chunk digests".into()),
-            (_, None, Some(c)) => {
-                if !c.bytes.is_power_of_two() || !CHUNK_BYTES_RANGE.contains(&c.bytes) {
-                    return settled(format!("chunk size {} is not a power of two from 4 KiB to 1 GiB", c.bytes));
-                }
-                let needed = chunk_count(m.stored_len(s), c.bytes).expect("a chunk size of at least 4 KiB");
-                if c.xxh3_128.len() != needed {
-                    let (stored, found) = (m.stored_len(s), c.xxh3_128.len());
-                    return settled(format!(
-                        "{found} chunk digests for {stored} stored bytes in chunks of {}; {needed} are needed",
-                        c.bytes
-                    ));
-                }
-                for (i, d) in c.xxh3_128.iter().enumerate() {
-                    hex_digest(|| format!("shard {} chunk {i}", s.index), d, 32)?;
-                }
-            }
+            (_, None, Some(c)) => chunks_fit(s, c, m.stored_len(s))?,
         }
     }
     Ok(())
