@@ -709,7 +709,7 @@ pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
 
 /// Hashes one piece of a shard file (whose size was checked) against its digest.
 fn verify_piece(dir: &Path, piece: &Piece) -> Result {
-    let item = piece_name(piece);
+    let item = piece.name();
     let file = open_in_core(dir, &piece.shard.file, &item)?;
     let mut hasher = PieceHasher::of(piece);
     let unreadable = |e: std::io::Error| E::FileUnreadable {
@@ -731,14 +731,6 @@ fn verify_piece(dir: &Path, piece: &Piece) -> Result {
         false => {
             Err(E::HashMismatch { item, path: piece.shard.file.clone(), kind, expected: piece.expected.into(), found })
         }
-    }
-}
-
-/// `shard 3`, or `shard 3 chunk 7` for a v3 chunk.
-pub fn piece_name(piece: &Piece) -> String {
-    match piece.chunk {
-        Some(chunk) => format!("shard {} chunk {chunk}", piece.shard.index),
-        None => format!("shard {}", piece.shard.index),
     }
 }
 

@@ -28,6 +28,16 @@ pub struct Piece<'m> {
     pub expected: &'m str,
 }
 
+impl Piece<'_> {
+    /// `shard 3`, or `shard 3 chunk 7` for a v3 chunk.
+    pub fn name(&self) -> String {
+        match self.chunk {
+            Some(chunk) => format!("shard {} chunk {chunk}", self.shard.index),
+            None => format!("shard {}", self.shard.index),
+        }
+    }
+}
+
 /// Every piece of every shard, in shard order, then file order; a shard whose digests do
 /// not fit its stored length (which validation refuses) gives none.
 pub fn pieces(m: &Manifest) -> Vec<Piece<'_>> {

@@ -27,7 +27,6 @@ use crate::{
         digest::{pieces, Piece, PieceHasher},
         Core,
     },
-    validate::piece_name,
 };
 
 /// The staging pipeline's shape: `slots` × `slot_bytes` of page-locked memory, `readers`
@@ -251,7 +250,7 @@ impl<'p> Reader<'_, 'p> {
         }
         let (kind, digest) = (hasher.name(), hasher.finish());
         if digest != piece.expected {
-            let what = piece_name(piece);
+            let what = piece.name();
             return Err(changed(format!("{what} has {kind} {digest}, the manifest says {}", piece.expected)));
         }
         Ok(())
