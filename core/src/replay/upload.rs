@@ -222,7 +222,9 @@ impl<'p> Reader<'_, 'p> {
             .core
             .open_file(&shard.file, &format!("shard {}", shard.index))
             .map_err(|e| io(std::io::Error::other(e)))?;
-        let (len, stored) = (file.metadata().map_err(io)?.len(), self.core.manifest().stored_len(shard));
+        // The layout is the shard's stored ranges: their sum is its file's length.
+        let stored: u64 = self.layout.iter().map(|r| r.end - r.start).sum();
+        let len = file.metadata().map_err(io)?.len();
         if len != stored {
             return Err(changed(format!("it is {len} bytes long, the manifest stores {stored}")));
         }
