@@ -315,7 +315,7 @@ pub enum ReplayError {
         "buffer `{buffer}` is declared {contents}, but after the upload {differing} of its bytes are not {expected}"
     )]
     Contents { buffer: String, contents: &'static str, expected: &'static str, differing: u64 },
-    #[error("template `{template}` wrote weight buffer `{buffer}` (its checksum changed during the launch)")]
+    #[error("template `{template}` wrote weight buffer `{buffer}` (its checksum changed when the template ran)")]
     WeightWritten { template: String, buffer: String },
     #[error(transparent)]
     KernelNode(Box<KernelNodeError>),

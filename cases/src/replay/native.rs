@@ -134,7 +134,7 @@ pub(crate) fn replay_metrics(
     let nodes: usize = m.templates.iter().map(|t| t.nodes.len()).sum();
     let upload_gbps = report.uploaded.bytes as f64 / stage("upload") / 1e9;
     metrics.extend([
-        measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum(), "s"),
+        measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum::<f64>(), "s"),
         measured("restore-first-launch-s", report.first_launch_s, "s"),
         measured("graphs", m.templates.len() as f64, "1"),
         measured("nodes", nodes as f64, "1"),
@@ -145,20 +145,33 @@ pub(crate) fn replay_metrics(
     ]);
     // What the producing process spent, beside what the restore spends (v3).
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
-    if let Some(floors) = floors {
-        metrics.extend([
-            measured("read-floor-gbps", floors.read_gbps, "GB/s"),
-            measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
-            measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
-            measured("upload-fraction-of-floor", upload_gbps / floors.read_gbps.min(floors.pinned_h2d_gbps), "1"),
-        ]);
-    }
-    if stage("rebuild") > 0.0 {
-        let ready = stage("rebuild") + stage("instantiate");
+    let rebuilt = stage("rebuild") > 0.0;
+    let ready = stage("rebuild") + stage("instantiate");
+    if rebuilt {
         metrics.extend([
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
             measured("templates-ready-s", ready, "s"),
         ]);
+    }
+    if let Some(floors) = floors {
+        let floor_gbps = floors.read_gbps.min(floors.pinned_h2d_gbps);
+        // The restore's floor: its bytes at the slower of reading and copying, and, where
+        // it rebuilt, its nodes at the driver's own cost.
+        let node_floor_s = if rebuilt { nodes as f64 * floors.driver_us_per_node / 1e6 } else { 0.0 };
+        let floor_s = report.uploaded.bytes as f64 / (floor_gbps * 1e9) + node_floor_s;
+        let total: f64 = RESTORE_STAGES.iter().map(|s| stage(s)).sum();
+        metrics.extend([
+            measured("read-floor-gbps", floors.read_gbps, "GB/s"),
+            measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
+            measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
+            measured("upload-fraction-of-floor", upload_gbps / floor_gbps, "1"),
+            measured("driver-floor-us-per-node", floors.driver_us_per_node, "us/node"),
+            measured("restore-over-floor", total / floor_s, "1"),
+        ]);
+        if rebuilt {
+            let over = ready / nodes.max(1) as f64 * 1e6 / floors.driver_us_per_node;
+            metrics.extend([measured("restore-over-driver-floor", over, "1")]);
+        }
     }
     metrics
 }

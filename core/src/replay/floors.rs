@@ -1,18 +1,19 @@
 //! The two floors an upload is held against, measured in the same run on the same
-//! machine: how fast the shard files read (with the upload's reader count, no hashing)
-//! and how fast page-locked memory copies to the device.
+//! machine: how fast the shard files read (the upload's pieces on its reader count, no
+//! hashing), cold or warm as the restore found them, and how fast page-locked memory
+//! copies to the device.
 
 use std::{
-    io::Read,
+    os::unix::fs::FileExt,
     sync::atomic::{AtomicU64, AtomicUsize, Ordering},
     time::Instant,
 };
 
 use super::upload::Staging;
 use crate::{
-    cuda::{Context, PinnedHost},
+    cuda::{build_all, instantiate_all, Context, GraphSpec, KernelSpec, Module, NodeSpec, PinnedHost, RetainedGraph},
     errors::ReplayError,
-    format::Core,
+    format::{digest::pieces, Core},
     page_cache,
 };
 
@@ -28,6 +29,9 @@ pub struct Floors {
     pub pinned_h2d_gbps: f64,
     /// Whether the read floor was measured with the shard files out of the page cache.
     pub cold: bool,
+    /// What the driver itself takes per node to build and instantiate templates of empty
+    /// kernels, as replay builds (one thread) and instantiates (its threads) them: µs.
+    pub driver_us_per_node: f64,
 }
 
 /// The floors, the read floor measured `cold` (the shard files dropped from the page
@@ -36,7 +40,12 @@ pub fn measure(core: &Core, ctx: &Context, staging: Staging, cold: bool) -> Resu
     if cold {
         drop_shards_from_cache(core)?;
     }
-    Ok(Floors { read_gbps: read_gbps(core, staging)?, pinned_h2d_gbps: pinned_h2d_gbps(ctx)?, cold })
+    Ok(Floors {
+        read_gbps: read_gbps(core, staging)?,
+        pinned_h2d_gbps: pinned_h2d_gbps(ctx)?,
+        cold,
+        driver_us_per_node: driver_us_per_node(ctx)?,
+    })
 }
 
 /// The share of the shard files' pages the page cache holds now.
@@ -59,26 +68,31 @@ fn shard_files(core: &Core) -> Result<Vec<std::fs::File>, ReplayError> {
     shards.iter().map(|s| open(s).map_err(|e| ReplayError::Cache { source: std::io::Error::other(e) })).collect()
 }
 
+/// Reads the shard files as the upload does (the same pieces, on as many readers), up
+/// to [`READ_SAMPLE`] bytes, without hashing or copying.
 fn read_gbps(core: &Core, staging: Staging) -> Result<f64, ReplayError> {
-    let shards = &core.manifest().shards;
+    let pieces = pieces(core.manifest());
     let (next, claimed) = (AtomicUsize::new(0), AtomicU64::new(0));
     let started = Instant::now();
     let read: Result<Vec<u64>, ReplayError> = std::thread::scope(|scope| {
-        let readers: Vec<_> = (0..staging.readers.clamp(1, shards.len().max(1)))
+        let readers: Vec<_> = (0..staging.readers.clamp(1, pieces.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
-                    let (mut chunk, mut total) = (vec![0u8; staging.slot_bytes], 0u64);
-                    while let Some(s) = shards.get(next.fetch_add(1, Ordering::SeqCst)) {
-                        let stored = core.manifest().stored_len(s);
-                        let before = claimed.fetch_add(stored, Ordering::SeqCst);
-                        let want = stored.min(READ_SAMPLE.saturating_sub(before));
+                    let (mut buffer, mut total) = (vec![0u8; staging.slot_bytes], 0u64);
+                    while let Some(piece) = pieces.get(next.fetch_add(1, Ordering::SeqCst)) {
+                        let len = piece.bytes.end - piece.bytes.start;
+                        let before = claimed.fetch_add(len, Ordering::SeqCst);
+                        let want = len.min(READ_SAMPLE.saturating_sub(before));
                         if want == 0 {
                             break;
                         }
+                        let s = piece.shard;
                         let io = |source| ReplayError::Shard { index: s.index, file: s.file.clone(), source };
-                        let opened = core.open_file(&s.file, "shard").map_err(|e| io(std::io::Error::other(e)))?;
-                        let mut file = opened.take(want);
-                        while file.read(&mut chunk).map_err(io)? > 0 {}
+                        let file = core.open_file(&s.file, "shard").map_err(|e| io(std::io::Error::other(e)))?;
+                        for at in (0..want).step_by(buffer.len()) {
+                            let n = (want - at).min(buffer.len() as u64) as usize;
+                            file.read_exact_at(&mut buffer[..n], piece.bytes.start + at).map_err(io)?;
+                        }
                         total += want;
                     }
                     Ok(total)
@@ -105,4 +119,31 @@ fn pinned_h2d_gbps(ctx: &Context) -> Result<f64, ReplayError> {
     stream.record(&end)?;
     let seconds = start.elapsed_ms(&end)? as f64 / 1e3;
     Ok(H2D_BYTES as f64 * H2D_REPEATS as f64 / seconds / 1e9)
+}
+
+/// Templates and nodes of the driver's per-node floor: enough to pass the first, slower
+/// instantiations, as few as keep it to tens of milliseconds.
+const FLOOR_TEMPLATES: usize = 8;
+const FLOOR_NODES: usize = 1000;
+
+/// Builds [`FLOOR_TEMPLATES`] chains of [`FLOOR_NODES`] empty-kernel nodes and instantiates
+/// them as replay does; the time per node is what no rebuild can go below.
+fn driver_us_per_node(ctx: &Context) -> Result<f64, ReplayError> {
+    let (module, _) = Module::compile(ctx, "gnomon-empty", "extern \"C\" __global__ void empty() {}")?;
+    let empty = module.function("empty")?;
+    let kernel = KernelSpec::new(&empty, [1, 1, 1], [1, 1, 1], 0, &[])?;
+    let chain = || GraphSpec {
+        nodes: (0..FLOOR_NODES).map(|i| (NodeSpec::Kernel(kernel), i.checked_sub(1).into_iter().collect())).collect(),
+        typed_edges: Vec::new(),
+    };
+    let specs: Vec<GraphSpec> = (0..FLOOR_TEMPLATES).map(|_| chain()).collect();
+    let started = Instant::now();
+    let used = (0..FLOOR_TEMPLATES).map(|_| vec![empty.clone()]).collect();
+    // SAFETY: the graphs hold kernel nodes only, no memory addresses.
+    let graphs = unsafe { build_all(ctx, &specs, used) }.map_err(|f| ReplayError::from(f.error))?;
+    let work: Vec<(&RetainedGraph, u64)> = graphs.iter().map(|g| (g, 0)).collect();
+    let execs = instantiate_all(&work, super::INSTANTIATE_THREADS)?;
+    let seconds = started.elapsed().as_secs_f64();
+    drop(execs);
+    Ok(seconds / (FLOOR_TEMPLATES * FLOOR_NODES) as f64 * 1e6)
 }

@@ -3,9 +3,10 @@
 //! of the writable buffers, load modules and check every function's parameter layout,
 //! rebuild the templates, instantiate them on several threads with the recorded flags (or
 //! take executables handed over live), then for each template: reset the writable
-//! buffers from their device copies, launch, digest the outputs, and check that no weight
-//! changed. Every stage is timed, so the stages account for the replay's wall time.
-//! [`measure_floors`] measures what an upload is held against, apart from the restore.
+//! buffers from their device copies, launch and digest the outputs; once all have run,
+//! check that no weight changed. Every stage is timed, so the stages account for the
+//! replay's wall time. [`measure_floors`] measures what a restore is held against (reading,
+//! copying, and the driver's own cost per node), apart from the restore.
 
 mod checksum;
 mod floors;
@@ -167,13 +168,14 @@ fn restore_and_launch(
             stages.time("instantiate", || plan(m, instantiate(m, &graphs)?))?
         }
     };
-    let (outputs, first_launch_s) = launch_all(ctx, m, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
+    let (outputs, first_launch_s) =
+        launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.poison_undefined(SECOND_POISON)?;
-        repoisoned = launch_all(ctx, m, &arena, &plan, 1, &checksummer, &mut Stages::default())?.0;
+        repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.0;
         stages.add("poison-independence", started.elapsed().as_secs_f64());
     }
     let stages = std::mem::take(&mut stages.times);
@@ -421,24 +423,20 @@ fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, Re
 }
 
 /// Launches each template `launches` times, each from the core's initial state of the
-/// writable buffers, digests its outputs and checks that it left every weight as it was;
-/// returns the outputs and the first launch's time in seconds (CUDA events).
+/// writable buffers, digests its outputs, and checks once, after the last launch, that no
+/// weight changed (a check reads every weight: one per launch would cost more than the
+/// restore); returns the outputs and the first launch's time in seconds (CUDA events).
 fn launch_all(
     ctx: &Context,
-    m: &Manifest,
+    core: &Core,
     arena: &Restored,
     plan: &ReplayPlan<GraphExec>,
     launches: u32,
     checksummer: &checksum::Checksummer,
     stages: &mut Stages,
 ) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
-    let stream = ctx.stream()?;
-    let weights: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
-    let ranges: Vec<checksum::Range> = weights.iter().map(|b| (arena.address(b), b.size)).collect();
-    // SAFETY: weight buffers lie in the validated arena, mapped while `arena` lives.
-    let check = stages.time("weights-check", || unsafe { checksummer.checksums(&ranges) })?;
-    let checksums = || check.run(&stream);
-    let loaded = stages.time("weights-check", checksums)?;
+    let (m, stream) = (core.manifest(), ctx.stream()?);
+    let weights = stages.time("weights-check", || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let mut first_launch = None;
     let mut outputs = Vec::new();
@@ -455,34 +453,104 @@ fn launch_all(
             start.elapsed_ms(&end)
         })?;
         first_launch.get_or_insert(launched as f64 / 1e3);
-        stages.time("read-outputs", || {
-            for e in m.expectations.iter().filter(|e| e.template == template.name) {
-                for o in &e.outputs {
-                    let b = &arena.buffers[&o.buffer];
-                    // SAFETY: a buffer of the validated, mapped arena.
-                    let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
-                    let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
-                    outputs.push(OutputCheck {
-                        template: template.name.clone(),
-                        buffer: o.buffer.clone(),
-                        launch,
-                        expected_sha256: o.sha256.clone(),
-                        actual_sha256,
-                        bytes: if launch == 0 { bytes } else { Vec::new() },
-                    });
-                }
-            }
-            Ok::<_, ReplayError>(())
-        })?;
-        stages.time("weights-check", || {
-            let now = checksums()?;
-            match weights.iter().zip(loaded.iter().zip(&now)).find(|(_, (before, after))| before != after) {
-                Some((b, _)) => {
-                    Err(ReplayError::WeightWritten { template: template.name.clone(), buffer: b.name.clone() })
-                }
-                None => Ok(()),
-            }
-        })?;
+        stages.time("read-outputs", || read_outputs(ctx, m, arena, &template.name, launch, &mut outputs))?;
     }
+    stages.template = None;
+    stages.time("weights-check", || match weights.changed(&stream)? {
+        changed if changed.is_empty() => Ok(()),
+        changed => Err(weights.writer(core, ctx, arena, plan, &changed, &stream)),
+    })?;
     Ok((outputs, first_launch.unwrap_or(0.0)))
+}
+
+/// Digests every expected output of `template` after its `launch`-th launch.
+fn read_outputs(
+    ctx: &Context,
+    m: &Manifest,
+    arena: &Restored,
+    template: &str,
+    launch: u32,
+    outputs: &mut Vec<OutputCheck>,
+) -> Result<(), ReplayError> {
+    for e in m.expectations.iter().filter(|e| e.template == template) {
+        for o in &e.outputs {
+            let b = &arena.buffers[&o.buffer];
+            // SAFETY: a buffer of the validated, mapped arena.
+            let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
+            let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+            outputs.push(OutputCheck {
+                template: template.to_owned(),
+                buffer: o.buffer.clone(),
+                launch,
+                expected_sha256: o.sha256.clone(),
+                actual_sha256,
+                bytes: if launch == 0 { bytes } else { Vec::new() },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The weights as loaded, by a checksum of each, and the check that sums them again.
+struct Weights<'c> {
+    buffers: Vec<&'c Buffer>,
+    check: checksum::RangeCheck<'c>,
+    loaded: Vec<u64>,
+}
+
+impl<'c> Weights<'c> {
+    fn loaded(
+        m: &'c Manifest,
+        arena: &Restored,
+        checksummer: &'c checksum::Checksummer,
+        stream: &Stream,
+    ) -> Result<Self, ReplayError> {
+        let buffers: Vec<&Buffer> = m.buffers.iter().filter(|b| b.role == BufferRole::Weight).collect();
+        let ranges: Vec<checksum::Range> = buffers.iter().map(|b| (arena.address(b), b.size)).collect();
+        // SAFETY: weight buffers lie in the validated arena, mapped while `arena` lives.
+        let check = unsafe { checksummer.checksums(&ranges) }?;
+        let loaded = check.run(stream)?;
+        Ok(Self { buffers, check, loaded })
+    }
+
+    /// The positions of the weights whose checksum differs from the loaded one.
+    fn changed(&self, stream: &Stream) -> Result<Vec<usize>, ReplayError> {
+        let now = self.check.run(stream)?;
+        Ok((0..self.loaded.len()).filter(|&i| self.loaded[i] != now[i]).collect())
+    }
+
+    /// Which template wrote a `changed` weight: each is launched alone, from the loaded
+    /// state, the changed weights read back from the shard files first, until one changes
+    /// a weight again. Costs nothing unless a weight was written.
+    fn writer(
+        &self,
+        core: &Core,
+        ctx: &Context,
+        arena: &Restored,
+        plan: &ReplayPlan<GraphExec>,
+        changed: &[usize],
+        stream: &Stream,
+    ) -> ReplayError {
+        let m = core.manifest();
+        let written = |template: &str, i: usize| ReplayError::WeightWritten {
+            template: template.to_owned(),
+            buffer: self.buffers[i].name.clone(),
+        };
+        let search = || {
+            for (template, exec) in m.templates.iter().zip(plan.executables()) {
+                for &i in changed {
+                    let b = self.buffers[i];
+                    upload::reload(core, ctx, b.offset..b.offset + b.size)?;
+                }
+                arena.reset(stream)?;
+                exec.launch(stream)?;
+                stream.synchronize()?;
+                if let Some(&i) = self.changed(stream)?.first() {
+                    return Ok(written(&template.name, i));
+                }
+            }
+            Ok(written("(no template alone; the sequence of all of them)", changed[0]))
+        };
+        search().unwrap_or_else(|e| e)
+    }
 }

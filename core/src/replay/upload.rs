@@ -258,3 +258,25 @@ impl<'p> Reader<'_, 'p> {
         Ok(())
     }
 }
+
+/// Writes the stored bytes of the arena `range` (offsets from the base) back from the
+/// shard files: what a weight held when the core was loaded.
+pub(super) fn reload(core: &Core, ctx: &Context, range: Range<u64>) -> Result<(), ReplayError> {
+    let m = core.manifest();
+    for shard in m.shards.iter().filter(|s| s.offset < range.end && range.start < s.offset + s.size) {
+        let io = |source| ReplayError::Shard { index: shard.index, file: shard.file.clone(), source };
+        let file = core.open_file(&shard.file, "shard").map_err(|e| io(std::io::Error::other(e)))?;
+        let mut file_at = 0;
+        for stored in m.stored_ranges(shard) {
+            let part = stored.start.max(range.start)..stored.end.min(range.end);
+            if part.start < part.end {
+                let mut bytes = vec![0u8; (part.end - part.start) as usize];
+                file.read_exact_at(&mut bytes, file_at + part.start - stored.start).map_err(io)?;
+                // SAFETY: `part` lies in a shard of the validated core's arena, mapped by the caller.
+                unsafe { ctx.write(m.arena.base + part.start, &bytes) }?;
+            }
+            file_at += stored.end - stored.start;
+        }
+    }
+    Ok(())
+}
