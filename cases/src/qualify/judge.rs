@@ -6,14 +6,15 @@
 use std::{
     collections::HashMap,
     path::Path,
-    time::{Instant, SystemTime, UNIX_EPOCH},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
 use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
-    format::Core,
-    replay::{replay_launching, Executables, Launches, OutputCheck, ReplayReport, StageFailure},
+    replay::{
+        replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, StageFailure, StartError, Started,
+    },
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
@@ -22,7 +23,7 @@ use super::{core_cases, Budget, CoreDir, Profile};
 type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
-    replay::native::{digests_match, replay_metrics, within_reference},
+    replay::native::{digests_match, replay_metrics, start_metrics, start_stages, within_reference},
     Case, Metrics, Verdict,
 };
 
@@ -125,23 +126,23 @@ fn judge(
     profile: &Profile,
     budgets: &Budgets,
 ) -> Result<(), String> {
-    let started = Instant::now();
-    let core = Core::open_for_upload(dir).map_err(|e| format!("the core did not validate: {e}"))?;
-    let opened = started.elapsed().as_secs_f64();
     let ordinal = device.unwrap_or(0);
-    let ctx = Context::new(ordinal).map_err(|e| format!("open device {ordinal}: {e}"))?;
-    let before = vec![("open", opened), ("context", started.elapsed().as_secs_f64() - opened)];
+    let started = start(dir, ordinal).map_err(|e| match e {
+        StartError::Core(e) => format!("the core did not validate: {e}"),
+        StartError::Device(e) => format!("open device {ordinal}: {e}"),
+    })?;
+    let (core, ctx) = (&started.core, &started.ctx);
     let window_start = unix_now();
     let launches = Launches { each: profile.launches, again_under_second_poison: true };
-    let replayed = replay_launching(&core, &ctx, Executables::Rebuild, launches);
+    let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
-        v.set("device", on_rank_device(&ctx, rank));
+        v.set("device", on_rank_device(ctx, rank));
         v.amend("device", |r| r.metrics.extend(window));
     }
     let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
     match replayed {
-        Ok(report) => judge_replay(v, &core, &report, before, profile, budgets),
+        Ok(report) => judge_replay(v, &started, &report, profile, budgets),
         Err(failure) => stopped(v, &templates, failure),
     }
 }
@@ -162,12 +163,13 @@ fn on_rank_device(ctx: &Context, rank: u32) -> Result<Metrics, Verdict> {
 /// Every case of a restore that completed.
 fn judge_replay(
     v: &mut Verdicts,
-    core: &Core,
+    started: &Started,
     report: &ReplayReport,
-    mut stages: gnomon_core::replay::StageTimes,
     profile: &Profile,
     budgets: &Budgets,
 ) -> Result<(), String> {
+    let core = &started.core;
+    let mut stages = start_stages(started);
     stages.extend(report.stages.iter().copied());
     let seconds = |names: &[&str]| stages.iter().filter(|(n, _)| names.contains(n)).map(|(_, s)| s).sum::<f64>();
     for (case, names) in [
@@ -185,7 +187,8 @@ fn judge_replay(
         within_reference(core, report, template, &tolerance)
     };
     judge_templates(v, &facts, &launched, &reference);
-    let metrics = replay_metrics(core, report, None, &stages);
+    let mut metrics = replay_metrics(core, report, None, &stages);
+    metrics.extend(start_metrics(started));
     for (metric, budget) in budgets {
         let case = format!("budget/{metric}");
         let Some(m) = metrics.get(metric) else {

@@ -9,7 +9,8 @@ use gnomon_core::{
     errors::ReplayError,
     format::Core,
     replay::{
-        measure_floors, replay, shards_cached_fraction, Executables, Floors, OutputCheck, ReplayReport, StageTimes,
+        measure_floors, replay, shards_cached_fraction, start, Executables, Floors, OutputCheck, ReplayReport,
+        StageTimes, StartError, Started,
     },
     shards::MIB,
 };
@@ -17,7 +18,7 @@ use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},
     workloads::{self, by_name, Contents},
 };
-use gnomon_reports::{exit_codes, Status};
+use gnomon_reports::{exit_codes, Metric, Status};
 use serde::{Deserialize, Serialize};
 
 use super::pipeline::{export, ExportOptions, Handover};
@@ -72,10 +73,13 @@ impl StepOutcome {
 const COLD_BELOW: f64 = 0.5;
 
 /// The stages that take a core from disk to every template ready to launch; their sum is
-/// `restore-total-s`. The checks (`contents-check`, `weights-check`) are timed apart.
+/// `restore-total-s`. A fresh process opens the core while it makes the context
+/// (`open-and-context`, each also alone as `restore-open-s` and `restore-context-s`); a
+/// direct handover has its context and only opens. The checks (`contents-check`,
+/// `weights-check`) are timed apart.
 const RESTORE_STAGES: [&str; 9] = [
     "open",
-    "context",
+    "open-and-context",
     "reserve-and-map",
     "poison",
     "upload",
@@ -136,6 +140,8 @@ pub(crate) fn replay_metrics(
     metrics.extend([
         measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum::<f64>(), "s"),
         measured("restore-first-launch-s", report.first_launch_s, "s"),
+        measured("restore-launch-kernels-s", report.kernels_s, "s"),
+        measured("restore-launch-overhead-s", (stage("launch") - report.kernels_s).max(0.0), "s"),
         measured("graphs", m.templates.len() as f64, "1"),
         measured("nodes", nodes as f64, "1"),
         measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),
@@ -249,11 +255,24 @@ pub fn replay_command(dir: &Path, result: Option<&Path>) -> i32 {
 
 fn open_and_replay(dir: &Path) -> Result<Metrics, Verdict> {
     let started = Instant::now();
-    let (core, open) = open_timed(dir)?;
-    let made = Instant::now();
-    let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
-    let stages = vec![open, ("context", made.elapsed().as_secs_f64())];
-    replay_and_check(&core, &ctx, Executables::Rebuild, started, stages)
+    let s = start(dir, 0).map_err(|e| match e {
+        StartError::Core(e) => Verdict::Failed(format!("core refused: {e}")),
+        StartError::Device(e) => Verdict::Blocked(format!("open device 0: {e}")),
+    })?;
+    let mut metrics = replay_and_check(&s.core, &s.ctx, Executables::Rebuild, started, start_stages(&s))?;
+    metrics.extend(start_metrics(&s));
+    Ok(metrics)
+}
+
+/// The stage a fresh process's start counts in `restore-total-s`: the wall of opening the
+/// core and making the context at once.
+pub(crate) fn start_stages(s: &Started) -> StageTimes {
+    vec![("open-and-context", s.wall_s)]
+}
+
+/// What opening the core and making the context took, each alone.
+pub(crate) fn start_metrics(s: &Started) -> [(String, Metric); 2] {
+    [measured("restore-open-s", s.open_s, "s"), measured("restore-context-s", s.context_s, "s")]
 }
 
 /// Opens a core (parse, validate, sizes and module hashes; shard contents are hashed as

@@ -11,6 +11,7 @@
 mod checksum;
 mod floors;
 mod rebuild;
+mod start;
 mod upload;
 
 use std::{collections::HashMap, time::Instant};
@@ -19,6 +20,7 @@ use bytesize::ByteSize;
 
 pub use floors::{drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use rebuild::Functions;
+pub use start::{start, StartError, Started};
 pub use upload::{Staging, Upload, Uploaded};
 
 use crate::{
@@ -64,6 +66,9 @@ pub struct ReplayReport {
     pub uploaded: Uploaded,
     /// The first template's launch alone, by CUDA events.
     pub first_launch_s: f64,
+    /// Every launch of the `launch` stage by CUDA events: the device's share of the stage,
+    /// the rest being the harness's enqueueing and waiting.
+    pub kernels_s: f64,
     arena: Restored,
 }
 
@@ -168,18 +173,18 @@ fn restore_and_launch(
             stages.time("instantiate", || plan(m, instantiate(m, &graphs)?))?
         }
     };
-    let (outputs, first_launch_s) =
-        launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
+    let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.poison_undefined(SECOND_POISON)?;
-        repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.0;
+        repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.outputs;
         stages.add("poison-independence", started.elapsed().as_secs_f64());
     }
     let stages = std::mem::take(&mut stages.times);
-    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, arena })
+    let Launched { outputs, first_launch_s, kernels_s } = launched;
+    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, kernels_s, arena })
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -422,10 +427,18 @@ fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, Re
     Ok(ReplayPlan::new(&recorded, execs)?)
 }
 
+/// What [`launch_all`] gives back: the outputs, and launch times in seconds by CUDA
+/// events (the first launch, and all of them).
+struct Launched {
+    outputs: Vec<OutputCheck>,
+    first_launch_s: f64,
+    kernels_s: f64,
+}
+
 /// Launches each template `launches` times, each from the core's initial state of the
 /// writable buffers, digests its outputs, and checks once, after the last launch, that no
 /// weight changed (a check reads every weight: one per launch would cost more than the
-/// restore); returns the outputs and the first launch's time in seconds (CUDA events).
+/// restore).
 fn launch_all(
     ctx: &Context,
     core: &Core,
@@ -434,11 +447,11 @@ fn launch_all(
     launches: u32,
     checksummer: &checksum::Checksummer,
     stages: &mut Stages,
-) -> Result<(Vec<OutputCheck>, f64), ReplayError> {
+) -> Result<Launched, ReplayError> {
     let (m, stream) = (core.manifest(), ctx.stream()?);
     let weights = stages.time("weights-check", || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
-    let mut first_launch = None;
+    let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
     let mut outputs = Vec::new();
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
@@ -453,6 +466,7 @@ fn launch_all(
             start.elapsed_ms(&end)
         })?;
         first_launch.get_or_insert(launched as f64 / 1e3);
+        kernels_ms += launched as f64;
         stages.time("read-outputs", || read_outputs(ctx, m, arena, &template.name, launch, &mut outputs))?;
     }
     stages.template = None;
@@ -460,7 +474,7 @@ fn launch_all(
         changed if changed.is_empty() => Ok(()),
         changed => Err(weights.writer(core, ctx, arena, plan, &changed, &stream)),
     })?;
-    Ok((outputs, first_launch.unwrap_or(0.0)))
+    Ok(Launched { outputs, first_launch_s: first_launch.unwrap_or(0.0), kernels_s: kernels_ms / 1e3 })
 }
 
 /// Digests every expected output of `template` after its `launch`-th launch.
