@@ -9,7 +9,12 @@ use crate::{
     params::ParamBlob,
 };
 
-const SOURCE: &str = include_str!("checksum.cu");
+/// NVRTC's PTX of `checksum.cu` for the oldest arch it targets, so a restore loads the
+/// check kernels in milliseconds instead of compiling them (the driver JIT-compiles PTX
+/// for the device, and caches that). `tools/checksum_ptx.py` writes it; its first line
+/// names the SHA-256 of the source it was made from, which a test holds against
+/// `checksum.cu`.
+const PTX: &str = include_str!("checksum.ptx");
 /// Ranges one launch takes: the grid's rows (65 535 at most).
 const RANGES_PER_LAUNCH: usize = 65_535;
 /// Threads per block, and at most this many blocks per range: enough to fill the device
@@ -31,7 +36,7 @@ pub type Range = (u64, u64);
 
 impl Checksummer {
     pub fn new(ctx: &Context) -> Result<Self, ReplayError> {
-        let (module, _) = Module::compile(ctx, "gnomon-checksum", SOURCE)?;
+        let module = Module::load(ctx, PTX.as_bytes())?;
         let (checksum, unlike) = (module.function("checksum_ranges")?, module.function("count_unlike_ranges")?);
         Ok(Self { _module: module, checksum, unlike, ctx: ctx.clone() })
     }
@@ -98,5 +103,19 @@ impl RangeCheck<'_> {
             sums.extend(l.out.download()?.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))));
         }
         Ok(sums)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    /// The embedded PTX was made from the source as it is: change `checksum.cu`, and
+    /// `tools/checksum_ptx.py` must write `checksum.ptx` again.
+    #[test]
+    fn the_embedded_ptx_was_made_from_checksum_cu() {
+        let source = hex::encode(Sha256::digest(include_bytes!("checksum.cu")));
+        let header = super::PTX.lines().next().unwrap_or_default();
+        assert!(header.contains(&format!("checksum.cu sha256 {source},")), "checksum.ptx begins: {header}");
     }
 }
