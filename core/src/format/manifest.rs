@@ -322,8 +322,9 @@ pub struct Node {
     pub op: NodeOp,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+/// Read by hand (`node_op.rs`): `kind` first is read without buffering the object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum NodeOp {
     Kernel(KernelNode),
     Memset(MemsetNode),

@@ -6,6 +6,7 @@ pub mod digest;
 mod image;
 mod io;
 mod manifest;
+mod node_op;
 
 pub use image::{arch as image_arch, ImageArch, HEAD_BYTES as IMAGE_HEAD_BYTES};
 
