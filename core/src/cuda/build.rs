@@ -3,13 +3,18 @@
 //! several threads was measured on the H200: no faster than one, 2.5–3.2 µs/node either
 //! way, so it is done on the calling thread.)
 
-use std::ptr;
+use std::{ptr, time::Instant};
 
 use cudarc::driver::sys;
 
-use super::{check, graph::device_copy, Context, Function, Result, RetainedGraph};
+use super::{
+    check,
+    graph::{device_copy, instantiate_fed, wrap_in_order},
+    Context, Function, GraphExec, Result, RetainedGraph,
+};
 use crate::{
     errors::CudaError,
+    flags::InstantiateFlags,
     format::{EdgeKind, LaunchAttributes},
 };
 
@@ -85,6 +90,56 @@ pub unsafe fn build_all(
         graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
     }
     Ok(graphs)
+}
+
+/// Graphs built and instantiated by [`build_and_instantiate`], and the seconds from the
+/// start until the last graph was built (the rest went to instantiating the last ones).
+pub struct Ready {
+    pub graphs: Vec<RetainedGraph>,
+    pub execs: Vec<GraphExec>,
+    pub built_s: f64,
+}
+
+/// Why [`build_and_instantiate`] stopped.
+#[derive(Debug)]
+pub enum ReadyFailure {
+    Build(BuildFailure),
+    Instantiate(CudaError),
+}
+
+/// As [`build_all`], and each graph, as soon as it is built, goes to one of `threads`
+/// other threads that instantiates it with `flags[i]`: instantiating a template overlaps
+/// building the next, so templates are ready about when the last is built.
+///
+/// # Safety
+/// As [`build_all`].
+pub unsafe fn build_and_instantiate(
+    ctx: &Context,
+    specs: &[GraphSpec<'_>],
+    functions: Vec<Vec<Function>>,
+    flags: &[u64],
+    threads: usize,
+) -> std::result::Result<Ready, ReadyFailure> {
+    let checked = flags.iter().map(|&f| InstantiateFlags::new(f)).collect::<std::result::Result<Vec<_>, _>>();
+    let checked = checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f));
+    let checked = checked.map_err(ReadyFailure::Instantiate)?;
+    let started = Instant::now();
+    let mut graphs = Vec::with_capacity(specs.len());
+    let (built, made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
+        for (graph, (spec, functions)) in specs.iter().zip(functions).enumerate() {
+            let (raw, nodes) = build_raw(ctx, spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
+            // From here until the threads are joined, only the instantiating thread uses it.
+            submit(graph, raw, checked[graph].bits());
+            graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
+        }
+        Ok(started.elapsed().as_secs_f64())
+    });
+    // Executables made before a build failed are destroyed here, with the error.
+    let held: Vec<&RetainedGraph> = graphs.iter().collect();
+    let execs = wrap_in_order(&held, &checked, made);
+    let built_s = built.map_err(ReadyFailure::Build)?;
+    let execs = execs.map_err(ReadyFailure::Instantiate)?;
+    Ok(Ready { graphs, execs, built_s })
 }
 
 /// Creates one graph and adds its nodes; on failure destroys it and says which node.

@@ -1,6 +1,6 @@
 //! Graph templates and executables. Only capture or explicit construction makes a
-//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] and [`instantiate_all`] make a
-//! [`GraphExec`].
+//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] and the threads of
+//! [`instantiate_fed`] (for `build::build_and_instantiate`) make a [`GraphExec`].
 //!
 //! NVIDIA's rules: a graph must not be used from two threads at once; an executable may be
 //! launched while its template is modified or destroyed.
@@ -8,7 +8,10 @@
 use std::{
     collections::{hash_map::Entry, HashMap},
     ptr,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        mpsc, Mutex,
+    },
 };
 
 use cudarc::driver::sys;
@@ -37,47 +40,58 @@ fn instantiate_raw(graph: sys::CUgraph, flags: u64) -> Result<sys::CUgraphExec> 
     Ok(raw)
 }
 
-/// Instantiates each `(template, flags)` on up to `threads` threads of the templates'
-/// context, each thread taking different templates (the driver allows concurrent work on
-/// distinct graphs). Flags are checked against the contract before any thread starts;
-/// executables come back in the order of `work`. On the first failure every executable
-/// already made is destroyed and the error returned.
-pub fn instantiate_all(work: &[(&RetainedGraph, u64)], threads: usize) -> Result<Vec<GraphExec>> {
-    let flags = work.iter().map(|(_, f)| InstantiateFlags::new(*f)).collect::<std::result::Result<Vec<_>, _>>()?;
-    let Some((first, _)) = work.first() else {
-        return Ok(Vec::new());
-    };
-    first.ctx.settle()?;
-    // Raw handles cross threads as integers: the threads only pass them to the driver.
-    let ctx = first.ctx.raw() as usize;
-    let graphs: Vec<(usize, u64)> = work.iter().zip(&flags).map(|((g, _), f)| (g.raw as usize, f.bits())).collect();
-    let threads = threads.clamp(1, graphs.len());
-    let made: Vec<Result<usize>> = std::thread::scope(|scope| {
-        let shares: Vec<_> = (0..threads)
-            .map(|t| {
-                let graphs = &graphs;
+/// A raw executable made on an instantiating thread, by its template's position; raw
+/// handles cross threads as integers, which the threads only pass to the driver.
+pub(super) type Made = (usize, Result<usize>);
+
+/// Instantiates on `threads` threads of `ctx`'s context every template `feed` hands
+/// over while it runs, as `(position, template, flags)`: a thread takes the next one as
+/// soon as it is free (the driver allows concurrent work on distinct graphs). Returns
+/// what `feed` returned and what the threads made.
+pub(super) fn instantiate_fed<T>(
+    ctx: &Context,
+    threads: usize,
+    feed: impl FnOnce(&mut dyn FnMut(usize, sys::CUgraph, u64)) -> T,
+) -> (T, Vec<Made>) {
+    let raw_ctx = ctx.raw() as usize;
+    let (work_tx, work_rx) = mpsc::channel::<(usize, usize, u64)>();
+    let work_rx = Mutex::new(work_rx);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                let work_rx = &work_rx;
                 scope.spawn(move || {
-                    // SAFETY: `ctx` is the live primary context the templates were made in.
-                    let current = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx as sys::CUcontext) });
-                    let own = graphs.iter().enumerate().skip(t).step_by(threads);
-                    own.map(|(i, (g, f))| (i, current.clone().and_then(|_| instantiate_raw(*g as sys::CUgraph, *f))))
-                        .map(|(i, r)| (i, r.map(|e| e as usize)))
-                        .collect::<Vec<_>>()
+                    // SAFETY: `raw_ctx` is the live context the templates were made in.
+                    let current = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw_ctx as sys::CUcontext) });
+                    let mut made = Vec::new();
+                    while let Ok((i, graph, flags)) = work_rx.lock().expect("no thread panics holding it").recv() {
+                        let exec = current.clone().and_then(|_| instantiate_raw(graph as sys::CUgraph, flags));
+                        made.push((i, exec.map(|e| e as usize)));
+                    }
+                    made
                 })
             })
             .collect();
-        let mut made: Vec<Option<Result<usize>>> = (0..graphs.len()).map(|_| None).collect();
-        for share in shares {
-            for (i, r) in share.join().expect("an instantiating thread does not panic") {
-                made[i] = Some(r);
-            }
-        }
-        made.into_iter().map(|r| r.expect("every template was given to a thread")).collect()
-    });
+        let fed = feed(&mut |i, graph, flags| work_tx.send((i, graph as usize, flags)).expect("the threads wait"));
+        drop(work_tx);
+        let made = workers.into_iter().flat_map(|w| w.join().expect("an instantiating thread does not panic"));
+        (fed, made.collect())
+    })
+}
+
+/// Takes ownership of what the instantiating threads made from `graphs` (each with its
+/// `flags`), in the order of `graphs`; on the first failure, every other executable is
+/// destroyed and the error returned.
+pub(super) fn wrap_in_order(
+    graphs: &[&RetainedGraph],
+    flags: &[InstantiateFlags],
+    mut made: Vec<Made>,
+) -> Result<Vec<GraphExec>> {
+    made.sort_by_key(|(i, _)| *i);
     let mut execs = Vec::with_capacity(made.len());
     let mut failure = None;
-    for (((graph, _), flags), raw) in work.iter().zip(flags).zip(made) {
-        match raw.and_then(|raw| graph.wrap(raw as sys::CUgraphExec, flags)) {
+    for (i, raw) in made {
+        match raw.and_then(|raw| graphs[i].wrap(raw as sys::CUgraphExec, flags[i])) {
             Ok(exec) => execs.push(exec),
             Err(e) => failure = failure.or(Some(e)),
         }

@@ -11,7 +11,7 @@ use std::{
 
 use super::upload::Staging;
 use crate::{
-    cuda::{build_all, instantiate_all, Context, GraphSpec, KernelSpec, Module, NodeSpec, PinnedHost, RetainedGraph},
+    cuda::{build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, PinnedHost, ReadyFailure},
     errors::ReplayError,
     format::{digest::pieces, Core},
     page_cache,
@@ -30,7 +30,8 @@ pub struct Floors {
     /// Whether the read floor was measured with the shard files out of the page cache.
     pub cold: bool,
     /// What the driver itself takes per node to build and instantiate templates of empty
-    /// kernels, as replay builds (one thread) and instantiates (its threads) them: µs.
+    /// kernels, as replay does (built on one thread, each instantiated on replay's other
+    /// threads as soon as it is built): µs.
     pub driver_us_per_node: f64,
 }
 
@@ -140,10 +141,11 @@ fn driver_us_per_node(ctx: &Context) -> Result<f64, ReplayError> {
     let started = Instant::now();
     let used = (0..FLOOR_TEMPLATES).map(|_| vec![empty.clone()]).collect();
     // SAFETY: the graphs hold kernel nodes only, no memory addresses.
-    let graphs = unsafe { build_all(ctx, &specs, used) }.map_err(|f| ReplayError::from(f.error))?;
-    let work: Vec<(&RetainedGraph, u64)> = graphs.iter().map(|g| (g, 0)).collect();
-    let execs = instantiate_all(&work, super::INSTANTIATE_THREADS)?;
+    let ready = unsafe { build_and_instantiate(ctx, &specs, used, &[0; FLOOR_TEMPLATES], super::INSTANTIATE_THREADS) };
     let seconds = started.elapsed().as_secs_f64();
-    drop(execs);
+    ready.map_err(|failure| match failure {
+        ReadyFailure::Build(f) => ReplayError::from(f.error),
+        ReadyFailure::Instantiate(e) => e.into(),
+    })?;
     Ok(seconds / (FLOOR_TEMPLATES * FLOOR_NODES) as f64 * 1e6)
 }

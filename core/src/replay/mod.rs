@@ -25,7 +25,7 @@ pub use upload::{Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
-    cuda::{instantiate_all, ArenaMapping, Context, DeviceBuffer, GraphExec, Module, RetainedGraph, Stream},
+    cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, RetainedGraph, Stream},
     errors::ReplayError,
     format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Manifest},
     validate::recorded_flags,
@@ -169,8 +169,11 @@ fn restore_and_launch(
         Executables::Handed(execs) => stages.time("handover", || plan(m, execs))?,
         Executables::Rebuild => {
             let functions = stages.time("module-load", || load_modules(core, ctx))?;
-            let graphs = stages.time("rebuild", || rebuild::templates(ctx, m, &functions))?;
-            stages.time("instantiate", || plan(m, instantiate(m, &graphs)?))?
+            let ready = stages.overlapped("rebuild", "instantiate", || {
+                let ready = rebuild::ready(ctx, m, &functions, INSTANTIATE_THREADS)?;
+                Ok((ready.execs, ready.built_s))
+            })?;
+            stages.time("instantiate", || plan(m, ready))?
         }
     };
     let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
@@ -229,6 +232,26 @@ impl Stages {
             Some((_, total)) => *total += seconds,
             None => self.times.push((name, seconds)),
         }
+    }
+
+    /// Times two stages that overlap, the second ending last: `f` says how long the first
+    /// took from the start, or which of the two failed; the second gets the rest.
+    fn overlapped<T, E>(
+        &mut self,
+        first: &'static str,
+        second: &'static str,
+        f: impl FnOnce() -> Result<(T, f64), (&'static str, E)>,
+    ) -> Result<T, E> {
+        let started = Instant::now();
+        let result = f();
+        let wall = started.elapsed().as_secs_f64();
+        let first_s = result.as_ref().map_or(wall, |(_, s)| *s);
+        self.add(first, first_s);
+        self.add(second, wall - first_s);
+        result.map(|(value, _)| value).map_err(|(stage, error)| {
+            self.failed.get_or_insert(stage);
+            error
+        })
     }
 
     fn time<T, E>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
@@ -405,17 +428,6 @@ fn load_modules(core: &Core, ctx: &Context) -> Result<rebuild::Functions, Replay
         }
     }
     Ok(functions)
-}
-
-fn instantiate(m: &Manifest, graphs: &[RetainedGraph]) -> Result<Vec<GraphExec>, ReplayError> {
-    let work: Vec<(&RetainedGraph, u64)> = m
-        .templates
-        .iter()
-        .zip(graphs)
-        .map(|(t, g)| (g, recorded_flags(&t.flags).expect("validated flags").bits()))
-        .collect();
-    let execs = instantiate_all(&work, INSTANTIATE_THREADS)?;
-    Ok(execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect())
 }
 
 fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, ReplayError> {

@@ -5,42 +5,75 @@
 use std::collections::HashMap;
 
 use crate::{
-    cuda::{build_all, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, RetainedGraph},
+    cuda::{
+        build_all, build_and_instantiate, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, Ready,
+        ReadyFailure, RetainedGraph,
+    },
     errors::{KernelNodeError, ReplayError},
     format::{Buffer, BufferRef, Manifest, Node, NodeOp, Template},
+    validate::recorded_flags,
 };
 
 /// Functions by `(module id, function name)`.
 pub type Functions = HashMap<(String, String), Function>;
 
+/// Every template rebuilt, not instantiated (what [`super::rebuild_only`] reads back).
 pub fn templates(ctx: &Context, m: &Manifest, functions: &Functions) -> Result<Vec<RetainedGraph>, ReplayError> {
+    let (specs, orders, kept) = describe_all(m, functions)?;
+    // SAFETY: validation put every memset and memcpy range inside buffers of the arena,
+    // which replay mapped before rebuilding and keeps mapped while executables live.
+    unsafe { build_all(ctx, &specs, kept) }.map_err(|f| refused(m, &orders, f))
+}
+
+/// Every template rebuilt and instantiated with its recorded flags on `threads` threads,
+/// each as soon as it is built; a failure comes with the stage it belongs to.
+pub fn ready(
+    ctx: &Context,
+    m: &Manifest,
+    functions: &Functions,
+    threads: usize,
+) -> Result<Ready, (&'static str, ReplayError)> {
+    let (specs, orders, kept) = describe_all(m, functions).map_err(|e| ("rebuild", e))?;
+    let flags: Vec<u64> =
+        m.templates.iter().map(|t| recorded_flags(&t.flags).expect("validated flags").bits()).collect();
+    // SAFETY: as in `templates`.
+    unsafe { build_and_instantiate(ctx, &specs, kept, &flags, threads) }.map_err(|failure| match failure {
+        ReadyFailure::Build(f) => ("rebuild", refused(m, &orders, f)),
+        ReadyFailure::Instantiate(e) => ("instantiate", e.into()),
+    })
+}
+
+type Described<'m> = (Vec<GraphSpec<'m>>, Vec<Vec<&'m Node>>, Vec<Vec<Function>>);
+
+/// Every template as nodes to build, with their manifest nodes in build order and the
+/// functions each uses.
+fn describe_all<'m>(m: &'m Manifest, functions: &'m Functions) -> Result<Described<'m>, ReplayError> {
     let buffers: HashMap<&str, &Buffer> = m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-    let mut specs = Vec::with_capacity(m.templates.len());
-    let mut orders = Vec::with_capacity(m.templates.len());
-    let mut kept = Vec::with_capacity(m.templates.len());
+    let (mut specs, mut orders, mut kept) = (Vec::new(), Vec::new(), Vec::new());
     for t in &m.templates {
         let (spec, order, used) = describe(m, t, &buffers, functions)?;
         specs.push(spec);
         orders.push(order);
         kept.push(used);
     }
-    // SAFETY: validation put every memset and memcpy range inside buffers of the arena,
-    // which replay mapped before rebuilding and keeps mapped while executables live.
-    unsafe { build_all(ctx, &specs, kept) }.map_err(|BuildFailure { graph, node, error }| {
-        let (t, node) = (&m.templates[graph], orders[graph][node]);
-        match &node.op {
-            NodeOp::Kernel(k) => ReplayError::KernelNode(Box::new(KernelNodeError {
-                template: t.name.clone(),
-                node: node.id.clone(),
-                function: k.function.clone(),
-                grid: k.grid,
-                block: k.block,
-                shared_mem: k.shared_mem_bytes,
-                source: error,
-            })),
-            _ => ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source: error },
-        }
-    })
+    Ok((specs, orders, kept))
+}
+
+/// The node the driver refused, named by the manifest's ids.
+fn refused(m: &Manifest, orders: &[Vec<&Node>], BuildFailure { graph, node, error }: BuildFailure) -> ReplayError {
+    let (t, node) = (&m.templates[graph], orders[graph][node]);
+    match &node.op {
+        NodeOp::Kernel(k) => ReplayError::KernelNode(Box::new(KernelNodeError {
+            template: t.name.clone(),
+            node: node.id.clone(),
+            function: k.function.clone(),
+            grid: k.grid,
+            block: k.block,
+            shared_mem: k.shared_mem_bytes,
+            source: error,
+        })),
+        _ => ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source: error },
+    }
 }
 
 /// One template as nodes to build, in topological order, with the functions it uses.
