@@ -75,6 +75,10 @@ pub enum Command {
     /// Write the core of a built-in workload (the exporter the replay cases run), to read
     /// as an example of the format or to qualify; needs a GPU.
     Export(ExportArgs),
+    /// Start a built-in workload without its core, its weights read from the core's shard
+    /// files: the rival a restore is timed against (a child of the replay cases).
+    #[command(name = "__cold-start", hide = true)]
+    ColdStart(ColdStartArgs),
     /// Run one case in this process and write its record (used by `run` for isolation).
     #[command(name = "__run-case", hide = true)]
     RunCase(RunCaseArgs),
@@ -281,6 +285,16 @@ pub struct ReplayArgs {
     /// The core directory (holding manifest.json).
     pub core: PathBuf,
     /// Also write the outcome and stage timings as JSON here.
+    #[arg(long)]
+    pub result: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ColdStartArgs {
+    /// The built-in workload the core was exported from.
+    pub workload: String,
+    /// The core directory whose shard files hold the weights.
+    pub core: PathBuf,
     #[arg(long)]
     pub result: Option<PathBuf>,
 }

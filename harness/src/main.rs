@@ -46,6 +46,9 @@ fn run(cli: Cli) -> i32 {
         Command::Export(args) => {
             gnomon_cases::replay::export_command(&args.workload, args.options(), &args.out, args.result.as_deref())
         }
+        Command::ColdStart(args) => {
+            gnomon_cases::replay::cold_start_command(&args.workload, &args.core, args.result.as_deref())
+        }
         Command::RunCase(args) => gnomon::runner::child_main(&args.case, &args.result_file),
     }
 }

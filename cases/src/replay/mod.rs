@@ -4,6 +4,7 @@
 //! with its copies lagging the readers.
 
 mod bad_core;
+mod cold_start;
 pub(crate) mod native;
 mod pipeline;
 mod reservation;
@@ -18,6 +19,7 @@ use gnomon_core::{
 };
 use gnomon_fixtures::workloads::{self, all, Workload};
 
+pub use cold_start::cold_start_command;
 pub use native::{export_command, replay_command, StepOutcome};
 pub use pipeline::ExportOptions;
 use pipeline::{export, Handover};
@@ -83,7 +85,7 @@ pub(crate) fn exported_core(workload: &str) -> Result<(tempfile::TempDir, std::p
 }
 
 /// The exporter runs as its own process and exits; the core is moved to another path;
-/// a fresh process replays it from disk.
+/// a fresh process replays it from disk, and another starts the workload without it.
 fn exit_handover(w: &dyn Workload, cap: u64, cache: Cache, ctx: &mut Ctx) -> Result<(), Verdict> {
     let tmp = scratch()?;
     let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
@@ -93,14 +95,25 @@ fn exit_handover(w: &dyn Workload, cap: u64, cache: Cache, ctx: &mut Ctx) -> Res
     outcome.into_result(&mut metrics)?;
     std::fs::create_dir_all(moved.parent().expect("has a parent")).map_err(|e| Verdict::Blocked(e.to_string()))?;
     std::fs::rename(&written, &moved).map_err(|e| Verdict::Blocked(format!("move the core: {e}")))?;
+    // The restore, then the same start without the core: each a fresh process that finds
+    // the shard files as the export left them, or dropped from the page cache.
+    let mut fresh = |args: &[String], result: &str| {
+        from_cache(cache, &moved)?;
+        helper(args, &moved, &tmp.path().join(result)).into_result(&mut metrics)
+    };
+    let replayed = fresh(&["replay".into()], "replay.json");
+    let rival = fresh(&["__cold-start".into(), w.name().into()], "cold-start.json");
+    ctx.metrics(with_cold_start_speedup(metrics));
+    replayed.and(rival)
+}
+
+/// Drops the core's shard files from the page cache where `cache` asks for it.
+fn from_cache(cache: Cache, dir: &Path) -> Result<(), Verdict> {
     if cache == Cache::Dropped {
-        let core = Core::open_for_upload(&moved).map_err(|e| Verdict::Failed(e.to_string()))?;
+        let core = Core::open_for_upload(dir).map_err(|e| Verdict::Failed(e.to_string()))?;
         drop_shards_from_cache(&core).map_err(|e| Verdict::Blocked(e.to_string()))?;
     }
-    let replayed = helper(&["replay".to_owned()], &moved, &tmp.path().join("replay.json"));
-    let result = replayed.into_result(&mut metrics);
-    ctx.metrics(with_nocore_ratio(metrics));
-    result
+    Ok(())
 }
 
 /// Runs `gnomon ARGS DIR --result RESULT` and reads its outcome.
@@ -130,19 +143,12 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     result
 }
 
-/// Capturing and instantiating the catalogue in the exporter, over restoring it from the
-/// core in a fresh process; above 1 the core wins. `nocore-over-replay` divides by the
-/// whole restore (open, context, map, upload of the arena, rebuild, instantiate);
-/// `nocore-over-rebuild` by rebuild and instantiate alone, the part that replaces capture
-/// and instantiation (a stack without a core still loads its weights). A direct handover
-/// rebuilds nothing, so it has neither.
-fn with_nocore_ratio(mut metrics: Metrics) -> Metrics {
+/// `cold-start-speedup`: starting without the core (`nocore-ready-s`) over restoring it
+/// (`restore-total-s`), each in a fresh process; above 1 the core wins.
+fn with_cold_start_speedup(mut metrics: Metrics) -> Metrics {
     let value = |name: &str| metrics.get(name).map(|m| m.value);
-    let nocore = value("recapture-and-instantiate-s");
-    let ratios: Vec<_> = [("nocore-over-replay", "restore-total-s"), ("nocore-over-rebuild", "templates-ready-s")]
-        .into_iter()
-        .filter_map(|(name, restore)| Some(crate::measured(name, nocore? / value(restore)?, "1")))
-        .collect();
-    metrics.extend(ratios);
+    if let (Some(nocore), Some(restore)) = (value("nocore-ready-s"), value("restore-total-s")) {
+        metrics.extend([crate::measured("cold-start-speedup", nocore / restore, "1")]);
+    }
     metrics
 }

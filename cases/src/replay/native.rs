@@ -34,7 +34,7 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
-    fn new(result: Result<Metrics, Verdict>) -> Self {
+    pub(super) fn new(result: Result<Metrics, Verdict>) -> Self {
         let mut outcome = Self::default();
         match result {
             Ok(metrics) => {
@@ -304,7 +304,7 @@ pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result
     )
 }
 
-fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) -> i32 {
+pub(super) fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) -> i32 {
     eprintln!("gnomon: {what}: {}", outcome.reason.as_deref().unwrap_or("passed"));
     if let Some(path) = result {
         let json = serde_json::to_vec_pretty(&outcome).expect("an outcome always serializes");

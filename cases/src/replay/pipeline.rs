@@ -150,7 +150,6 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
         exporter.expect(expectation);
     }
     let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
-    let recapture_s = recapture(w, &session)?;
     let nodes: usize = manifest.templates.iter().map(|t| t.nodes.len()).sum();
     let metrics = Metrics::from([
         measured("export-s", export_s, "s"),
@@ -160,7 +159,6 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
         measured("shards", manifest.shards.len() as f64, "1"),
         measured("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
         measured("shard-write-gbps", written as f64 / write_s / 1e9, "GB/s"),
-        measured("recapture-and-instantiate-s", recapture_s, "s"),
     ]);
     Ok(Exported { session, handed, metrics })
 }
@@ -204,8 +202,20 @@ fn open_session(
         other => Verdict::Blocked(format!("map the arena: {other}")),
     })?;
     let addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
+    let session = session_over(w, ctx, mapping, addresses)?;
+    initialise(ctx, &session.stream, inits, buffers, arena.base)?;
+    Ok(session)
+}
+
+/// A session over an arena already mapped at `addresses`: the workload's kernels
+/// compiled and loaded, its streams and events made.
+pub(super) fn session_over(
+    w: &dyn Workload,
+    ctx: &Context,
+    mapping: ArenaMapping,
+    addresses: HashMap<String, u64>,
+) -> Result<Session, Verdict> {
     let stream = ctx.stream().map_err(blocked("create stream"))?;
-    initialise(ctx, &stream, inits, buffers, arena.base)?;
     let (mut modules, mut functions, mut sources) = (Vec::new(), HashMap::new(), Vec::new());
     for k in w.kernels() {
         let (module, ptx) = Module::compile(ctx, k.name, k.source).map_err(|e| Verdict::Blocked(e.to_string()))?;
@@ -345,17 +355,15 @@ fn original_run(
     Ok(expectations)
 }
 
-/// What a serving stack does at start-up without a core: capture every template again and
-/// instantiate it. Timed in the same process, as the baseline for restore.
-fn recapture(w: &dyn Workload, s: &Session) -> Result<f64, Verdict> {
-    let started = Instant::now();
+/// What a serving stack does at start-up without a core, once its weights are in place:
+/// capture every template and instantiate it, as it goes.
+pub(super) fn capture_and_instantiate(w: &dyn Workload, s: &Session) -> Result<(), Verdict> {
     let mut execs = Vec::new();
     for (name, flags) in w.templates() {
-        let graph = s.stream.capture(|st| w.issue(&name, st, &s.env())).map_err(blocked("re-capture"))?;
-        execs.push(graph.instantiate(flags).map_err(blocked("re-instantiate"))?);
+        let graph = s.stream.capture(|st| w.issue(&name, st, &s.env())).map_err(blocked("capture"))?;
+        execs.push(graph.instantiate(flags).map_err(blocked("instantiate"))?);
     }
-    s.ctx.synchronize().map_err(blocked("synchronize"))?;
-    Ok(started.elapsed().as_secs_f64())
+    s.ctx.synchronize().map_err(blocked("synchronize"))
 }
 
 fn dir_size(dir: &Path) -> u64 {
