@@ -107,9 +107,17 @@ pub enum ReadyFailure {
     Instantiate(CudaError),
 }
 
-/// As [`build_all`], and each graph, as soon as it is built, goes to one of `threads`
-/// other threads that instantiates it with `flags[i]`: instantiating a template overlaps
-/// building the next, so templates are ready about when the last is built.
+/// When [`build_and_instantiate`] hands a built graph to the instantiating threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// As soon as it is built: instantiating one template overlaps building the next.
+    WhileBuilding,
+    /// Once every graph is built: the driver builds and instantiates at different times.
+    AfterBuilding,
+}
+
+/// As [`build_all`], and each graph goes, when `overlap` says, to one of `threads` other
+/// threads that instantiates it with `flags[i]`.
 ///
 /// # Safety
 /// As [`build_all`].
@@ -118,7 +126,7 @@ pub unsafe fn build_and_instantiate(
     specs: &[GraphSpec<'_>],
     functions: Vec<Vec<Function>>,
     flags: &[u64],
-    threads: usize,
+    (overlap, threads): (Overlap, usize),
 ) -> std::result::Result<Ready, ReadyFailure> {
     let checked = flags.iter().map(|&f| InstantiateFlags::new(f)).collect::<std::result::Result<Vec<_>, _>>();
     let checked = checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f));
@@ -126,13 +134,19 @@ pub unsafe fn build_and_instantiate(
     let started = Instant::now();
     let mut graphs = Vec::with_capacity(specs.len());
     let (built, made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
+        let mut held_back = Vec::new();
         for (graph, (spec, functions)) in specs.iter().zip(functions).enumerate() {
             let (raw, nodes) = build_raw(ctx, spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
             // From here until the threads are joined, only the instantiating thread uses it.
-            submit(graph, raw, checked[graph].bits());
+            match overlap {
+                Overlap::WhileBuilding => submit(graph, raw, checked[graph].bits()),
+                Overlap::AfterBuilding => held_back.push((graph, raw)),
+            }
             graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
         }
-        Ok(started.elapsed().as_secs_f64())
+        let built_s = started.elapsed().as_secs_f64();
+        held_back.into_iter().for_each(|(graph, raw)| submit(graph, raw, checked[graph].bits()));
+        Ok(built_s)
     });
     // Executables made before a build failed are destroyed here, with the error.
     let held: Vec<&RetainedGraph> = graphs.iter().collect();

@@ -19,7 +19,9 @@ use std::{cell::RefCell, ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
-pub use build::{build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Ready, ReadyFailure};
+pub use build::{
+    build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
+};
 pub use graph::{live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
 pub use module::{compile_ptx, nvrtc_version, Function, LoadedModule, Module};
 pub use pinned::PinnedHost;

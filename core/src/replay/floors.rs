@@ -11,7 +11,9 @@ use std::{
 
 use super::upload::Staging;
 use crate::{
-    cuda::{build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, PinnedHost, ReadyFailure},
+    cuda::{
+        build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, Overlap, PinnedHost, ReadyFailure,
+    },
     errors::ReplayError,
     format::{digest::pieces, Core},
     page_cache,
@@ -45,7 +47,7 @@ pub fn measure(core: &Core, ctx: &Context, staging: Staging, cold: bool) -> Resu
         read_gbps: read_gbps(core, staging)?,
         pinned_h2d_gbps: pinned_h2d_gbps(ctx)?,
         cold,
-        driver_us_per_node: driver_us_per_node(ctx)?,
+        driver_us_per_node: driver_us_per_node(ctx, super::READY)?,
     })
 }
 
@@ -128,8 +130,9 @@ const FLOOR_TEMPLATES: usize = 8;
 const FLOOR_NODES: usize = 1000;
 
 /// Builds [`FLOOR_TEMPLATES`] chains of [`FLOOR_NODES`] empty-kernel nodes and instantiates
-/// them as replay does; the time per node is what no rebuild can go below.
-fn driver_us_per_node(ctx: &Context) -> Result<f64, ReplayError> {
+/// them as `how` says (replay's way: [`super::READY`]); the time per node is what no
+/// rebuild can go below.
+pub fn driver_us_per_node(ctx: &Context, how: (Overlap, usize)) -> Result<f64, ReplayError> {
     let (module, _) = Module::compile(ctx, "gnomon-empty", "extern \"C\" __global__ void empty() {}")?;
     let empty = module.function("empty")?;
     let kernel = KernelSpec::new(&empty, [1, 1, 1], [1, 1, 1], 0, &[])?;
@@ -141,7 +144,7 @@ fn driver_us_per_node(ctx: &Context) -> Result<f64, ReplayError> {
     let started = Instant::now();
     let used = (0..FLOOR_TEMPLATES).map(|_| vec![empty.clone()]).collect();
     // SAFETY: the graphs hold kernel nodes only, no memory addresses.
-    let ready = unsafe { build_and_instantiate(ctx, &specs, used, &[0; FLOOR_TEMPLATES], super::INSTANTIATE_THREADS) };
+    let ready = unsafe { build_and_instantiate(ctx, &specs, used, &[0; FLOOR_TEMPLATES], how) };
     let seconds = started.elapsed().as_secs_f64();
     ready.map_err(|failure| match failure {
         ReadyFailure::Build(f) => ReplayError::from(f.error),

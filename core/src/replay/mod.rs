@@ -18,22 +18,23 @@ use std::{collections::HashMap, time::Instant};
 
 use bytesize::ByteSize;
 
-pub use floors::{drop_shards_from_cache, shards_cached_fraction, Floors};
+pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use rebuild::Functions;
 pub use start::{start, StartError, Started};
 pub use upload::{Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
-    cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, RetainedGraph, Stream},
+    cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
     format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Manifest},
     validate::recorded_flags,
 };
 
-/// Threads that instantiate templates. On the H200 runner, instantiating 64 × 1 000 nodes
-/// took 6.2 µs/node on one thread, 1.8 on two to four, and slowed again from six on.
-const INSTANTIATE_THREADS: usize = 3;
+/// How templates are instantiated: when, and on how many threads. On the H200 runner,
+/// instantiating 64 × 1 000 nodes took 6.2 µs/node on one thread, 1.8 on two to four, and
+/// slowed again from six on; `core/benches/templates_ready.rs` compares the choices.
+const READY: (Overlap, usize) = (Overlap::WhileBuilding, 3);
 
 /// Seconds per stage, in the order the stages first ran.
 pub type StageTimes = Vec<(&'static str, f64)>;
@@ -170,8 +171,9 @@ fn restore_and_launch(
         Executables::Rebuild => {
             let functions = stages.time("module-load", || load_modules(core, ctx))?;
             let ready = stages.overlapped("rebuild", "instantiate", || {
-                let ready = rebuild::ready(ctx, m, &functions, INSTANTIATE_THREADS)?;
-                Ok((ready.execs, ready.built_s))
+                let ready = rebuild::ready(ctx, m, &functions, READY)?;
+                let named = ready.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
+                Ok((named, ready.built_s))
             })?;
             stages.time("instantiate", || plan(m, ready))?
         }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use crate::{
     cuda::{
-        build_all, build_and_instantiate, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, Ready,
-        ReadyFailure, RetainedGraph,
+        build_all, build_and_instantiate, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, Overlap,
+        Ready, ReadyFailure, RetainedGraph,
     },
     errors::{KernelNodeError, ReplayError},
     format::{Buffer, BufferRef, Manifest, Node, NodeOp, Template},
@@ -25,19 +25,19 @@ pub fn templates(ctx: &Context, m: &Manifest, functions: &Functions) -> Result<V
     unsafe { build_all(ctx, &specs, kept) }.map_err(|f| refused(m, &orders, f))
 }
 
-/// Every template rebuilt and instantiated with its recorded flags on `threads` threads,
-/// each as soon as it is built; a failure comes with the stage it belongs to.
+/// Every template rebuilt and instantiated with its recorded flags, `how` says when and
+/// on how many threads; a failure comes with the stage it belongs to.
 pub fn ready(
     ctx: &Context,
     m: &Manifest,
     functions: &Functions,
-    threads: usize,
+    how: (Overlap, usize),
 ) -> Result<Ready, (&'static str, ReplayError)> {
     let (specs, orders, kept) = describe_all(m, functions).map_err(|e| ("rebuild", e))?;
     let flags: Vec<u64> =
         m.templates.iter().map(|t| recorded_flags(&t.flags).expect("validated flags").bits()).collect();
     // SAFETY: as in `templates`.
-    unsafe { build_and_instantiate(ctx, &specs, kept, &flags, threads) }.map_err(|failure| match failure {
+    unsafe { build_and_instantiate(ctx, &specs, kept, &flags, how) }.map_err(|failure| match failure {
         ReadyFailure::Build(f) => ("rebuild", refused(m, &orders, f)),
         ReadyFailure::Instantiate(e) => ("instantiate", e.into()),
     })
