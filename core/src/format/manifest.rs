@@ -18,6 +18,8 @@ pub struct Manifest {
     pub shards: Vec<Shard>,
     pub buffers: Vec<Buffer>,
     pub modules: Vec<Module>,
+    /// Parsed on several threads (`fast_parse.rs`).
+    #[serde(deserialize_with = "super::fast_parse::templates")]
     pub templates: Vec<Template>,
     #[serde(default)]
     pub expectations: Vec<Expectation>,
@@ -322,7 +324,7 @@ pub struct Node {
     pub op: NodeOp,
 }
 
-/// Read by hand (`node_op.rs`): `kind` first is read without buffering the object.
+/// Read by hand (`fast_parse.rs`): `kind` first is read without buffering the object.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum NodeOp {

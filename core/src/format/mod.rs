@@ -3,10 +3,10 @@
 //! description; these types are its Rust form.
 
 pub mod digest;
+mod fast_parse;
 mod image;
 mod io;
 mod manifest;
-mod node_op;
 
 pub use image::{arch as image_arch, ImageArch, HEAD_BYTES as IMAGE_HEAD_BYTES};
 

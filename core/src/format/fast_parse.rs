@@ -1,17 +1,56 @@
-//! Reading a node's `op`, tagged by its `kind` field. serde's derive for an internally
-//! tagged enum buffers every object before it reads the tag, which made parsing a
-//! 100 000-node manifest spend most of its time copying. Exporters write `kind` first
-//! (serde's derive does), so the rest of the object is read straight into its variant;
-//! an object with `kind` elsewhere is buffered, as before, and reads the same.
+//! Parsing a manifest of many nodes fast: a restore opens the core before anything else.
+//!
+//! - Templates are parsed on several threads: the array is first split into each
+//!   template's text, which costs a fraction of parsing it.
+//! - A node's `op` is tagged by its `kind` field. serde's derive for an internally tagged
+//!   enum buffers every object before it reads the tag, which made parsing a 100 000-node
+//!   manifest spend most of its time copying. Exporters write `kind` first (serde's derive
+//!   does), so the rest of the object is read straight into its variant; an object with
+//!   `kind` elsewhere is buffered, as before, and reads the same.
 
 use std::fmt;
+
+use serde_json::value::RawValue;
 
 use serde::{
     de::{self, value::MapAccessDeserializer, IntoDeserializer, MapAccess, Visitor},
     Deserialize, Deserializer,
 };
 
-use super::manifest::{KernelNode, MemcpyNode, MemsetNode, NodeOp};
+use super::manifest::{KernelNode, MemcpyNode, MemsetNode, NodeOp, Template};
+
+/// Template text below which one thread parses all: threads cost more than they save.
+const PARALLEL_FROM_BYTES: usize = 1 << 20;
+
+/// `templates`: each template's text split off, then parsed on up to 16 threads. An error
+/// names the template by position, with the position inside it.
+pub(super) fn templates<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Template>, D::Error> {
+    let texts: Vec<Box<RawValue>> = Vec::deserialize(deserializer)?;
+    let bytes: usize = texts.iter().map(|t| t.get().len()).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16);
+    let threads = if bytes < PARALLEL_FROM_BYTES { 1 } else { cores.min(texts.len()) };
+    let parse = |text: &RawValue| serde_json::from_str::<Template>(text.get());
+    let parsed: Vec<Result<Template, serde_json::Error>> = if threads <= 1 {
+        texts.iter().map(|t| parse(t)).collect()
+    } else {
+        let texts = &texts;
+        std::thread::scope(|scope| {
+            // Thread k parses templates k, k + threads, …
+            let shares: Vec<_> = (0..threads)
+                .map(|k| {
+                    scope.spawn(move || texts.iter().skip(k).step_by(threads).map(|t| parse(t)).collect::<Vec<_>>())
+                })
+                .collect();
+            let mut shares: Vec<_> =
+                shares.into_iter().map(|s| s.join().expect("parsing does not panic").into_iter()).collect();
+            (0..texts.len()).map(|i| shares[i % threads].next().expect("every template parsed")).collect()
+        })
+    };
+    let named = |(i, parsed): (usize, Result<Template, _>)| {
+        parsed.map_err(|e| de::Error::custom(format!("template {i}: {e} (within the template)")))
+    };
+    parsed.into_iter().enumerate().map(named).collect()
+}
 
 const TAG: &str = "kind";
 
