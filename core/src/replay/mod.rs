@@ -31,10 +31,12 @@ use crate::{
     validate::recorded_flags,
 };
 
-/// How templates are instantiated: when, and on how many threads. On the H200 runner,
-/// instantiating 64 × 1 000 nodes took 6.2 µs/node on one thread, 1.8 on two to four, and
-/// slowed again from six on; `core/benches/templates_ready.rs` compares the choices.
-const READY: (Overlap, usize) = (Overlap::WhileBuilding, 3);
+/// How templates are instantiated: when, and on how many threads. Measured on the H200
+/// runner (`core/benches/templates_ready.rs`, 8 × 1 000 empty-kernel nodes, µs/node):
+/// handed over while building, 3.4 on one thread, 4.1–4.7 on two to six; once all are
+/// built, 5.1 on one, 5.4–5.5 on more. The driver serialises much of the work, so more
+/// threads only contend.
+const READY: (Overlap, usize) = (Overlap::WhileBuilding, 1);
 
 /// Seconds per stage, in the order the stages first ran.
 pub type StageTimes = Vec<(&'static str, f64)>;
