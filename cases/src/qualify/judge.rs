@@ -1,4 +1,4 @@
-//! The child side of a qualification: restore one core once (map, upload, modules,
+//! The child side of a qualification: restore one core once (map, modules, upload,
 //! rebuild, instantiate with the recorded flags), launch every template N times, and
 //! judge each case of the core from that one restore. A stage that fails fails its own
 //! case; the cases it made impossible are blocked, naming it.
@@ -401,7 +401,7 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
         }
         _ => Verdict::Failed(reason.to_owned()),
     };
-    for (i, case) in ["map", "upload", "modules"].into_iter().enumerate() {
+    for (i, case) in ["map", "modules", "upload"].into_iter().enumerate() {
         if i < phase {
             v.pass(case);
         } else if i == phase {
@@ -432,14 +432,15 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
     Err(format!("the restore stopped in stage `{stage}`: {said}"))
 }
 
-/// Restore stages in the order of the cases they decide: map, upload, modules, rebuild,
-/// instantiate, launches; `None` for the context check, which comes before them all.
+/// Restore stages in the order of the cases they decide: map, modules, upload, rebuild,
+/// instantiate, launches (a rebuild runs alongside the upload, and its failure is told
+/// after the upload's checks); `None` for the context check, which comes before them all.
 fn phase_of(stage: &str) -> Option<usize> {
     Some(match stage {
         "context" => return None,
         "reserve-and-map" => 0,
-        "poison" | "upload" | "contents-check" | "writable-copies" => 1,
-        "module-load" => 2,
+        "module-load" => 1,
+        "poison" | "upload" | "contents-check" | "writable-copies" => 2,
         "rebuild" => 3,
         "instantiate" => 4,
         _ => 5,
@@ -488,9 +489,9 @@ mod tests {
     /// are blocked; an address the driver will not give blocks the map instead.
     #[test]
     fn each_stage_fails_its_own_case() {
-        for (stage, own) in [("reserve-and-map", "map"), ("contents-check", "upload"), ("module-load", "modules")] {
+        for (stage, own) in [("reserve-and-map", "map"), ("module-load", "modules"), ("contents-check", "upload")] {
             let got = statuses(StageFailure { stage, template: None, error: unsupported() });
-            let cases = ["map", "upload", "modules"];
+            let cases = ["map", "modules", "upload"];
             let at = cases.iter().position(|c| *c == own).unwrap();
             for (i, case) in cases.iter().enumerate() {
                 let want = match i.cmp(&at) {
@@ -626,7 +627,7 @@ mod tests {
         let not_passed: Vec<_> = got.iter().filter(|(_, s, _)| *s != Status::Passed).map(|(i, s, _)| (i, s)).collect();
         // The caller sets the stage cases and `restore` (with the metrics) around the
         // templates; here they are left without a verdict after a completed restore.
-        let around: Vec<String> = ["map", "upload", "modules", "restore"].map(String::from).to_vec();
+        let around: Vec<String> = ["map", "modules", "upload", "restore"].map(String::from).to_vec();
         assert_eq!(not_passed, around.iter().map(|i| (i, &Status::Failed)).collect::<Vec<_>>());
     }
 

@@ -53,7 +53,7 @@ pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
 /// rank (`rank` set) also proves which GPU it ran on.
 pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, rank: Option<u32>) -> Vec<Case> {
     let mut suffixes: Vec<String> = rank.map(|_| "device".to_owned()).into_iter().collect();
-    suffixes.extend(["map", "upload", "modules"].map(String::from));
+    suffixes.extend(["map", "modules", "upload"].map(String::from));
     for stage in ["rebuild", "instantiate", "outputs"] {
         suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
     }

@@ -151,12 +151,15 @@ pub(crate) fn replay_metrics(
     ]);
     // What the producing process spent, beside what the restore spends (v3).
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
-    let rebuilt = stage("rebuild") > 0.0;
-    let ready = stage("rebuild") + stage("instantiate");
+    // Templates are built alongside the upload and after it; the time spent building,
+    // wherever, and the instantiation left once the last was built make them ready.
+    let rebuilt = report.building_s > 0.0;
+    let ready = report.building_s + stage("instantiate");
     if rebuilt {
         metrics.extend([
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
             measured("templates-ready-s", ready, "s"),
+            measured("restore-building-s", report.building_s, "s"),
         ]);
     }
     if let Some(floors) = floors {

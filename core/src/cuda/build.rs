@@ -92,12 +92,13 @@ pub unsafe fn build_all(
     Ok(graphs)
 }
 
-/// Graphs built and instantiated by [`build_and_instantiate`], and the seconds from the
-/// start until the last graph was built (the rest went to instantiating the last ones).
+/// Graphs built and instantiated by [`build_and_instantiate`], with when the last was
+/// built (seconds from the start) and the seconds spent building them.
 pub struct Ready {
     pub graphs: Vec<RetainedGraph>,
     pub execs: Vec<GraphExec>,
     pub built_s: f64,
+    pub building_s: f64,
 }
 
 /// Why [`build_and_instantiate`] stopped.
@@ -117,43 +118,64 @@ pub enum Overlap {
 }
 
 /// As [`build_all`], and each graph goes, when `overlap` says, to one of `threads` other
-/// threads that instantiates it with `flags[i]`.
+/// threads that instantiates it with `flags[i]`. Meanwhile `alongside` runs on this
+/// thread with a step that builds the next graph (false once none is left) to call when
+/// it would otherwise wait; what it leaves is built after it returns.
 ///
 /// # Safety
 /// As [`build_all`].
-pub unsafe fn build_and_instantiate(
+pub unsafe fn build_and_instantiate<T>(
     ctx: &Context,
     specs: &[GraphSpec<'_>],
     functions: Vec<Vec<Function>>,
     flags: &[u64],
     (overlap, threads): (Overlap, usize),
-) -> std::result::Result<Ready, ReadyFailure> {
+    alongside: impl FnOnce(&mut dyn FnMut() -> bool) -> T,
+) -> (T, std::result::Result<Ready, ReadyFailure>) {
     let checked = flags.iter().map(|&f| InstantiateFlags::new(f)).collect::<std::result::Result<Vec<_>, _>>();
-    let checked = checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f));
-    let checked = checked.map_err(ReadyFailure::Instantiate)?;
+    let checked = match checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f)) {
+        Ok(checked) => checked,
+        Err(e) => return (alongside(&mut || false), Err(ReadyFailure::Instantiate(e))),
+    };
     let started = Instant::now();
-    let mut graphs = Vec::with_capacity(specs.len());
-    let (built, made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
-        let mut held_back = Vec::new();
-        for (graph, (spec, functions)) in specs.iter().zip(functions).enumerate() {
-            let (raw, nodes) = build_raw(ctx, spec).map_err(|(node, error)| BuildFailure { graph, node, error })?;
-            // From here until the threads are joined, only the instantiating thread uses it.
-            match overlap {
-                Overlap::WhileBuilding => submit(graph, raw, checked[graph].bits()),
-                Overlap::AfterBuilding => held_back.push((graph, raw)),
+    let (mut graphs, mut functions) = (Vec::with_capacity(specs.len()), functions.into_iter());
+    let ((value, built), made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
+        let (mut held_back, mut failure, mut building_s) = (Vec::new(), None, 0.0);
+        let mut step = || {
+            let graph = graphs.len();
+            if failure.is_some() || graph == specs.len() {
+                return false;
             }
-            graphs.push(RetainedGraph::from_built(ctx, raw, nodes, functions));
-        }
+            let building = Instant::now();
+            match build_raw(ctx, &specs[graph]) {
+                // From here until the threads are joined, only the instantiating thread uses it.
+                Ok((raw, nodes)) => {
+                    match overlap {
+                        Overlap::WhileBuilding => submit(graph, raw, checked[graph].bits()),
+                        Overlap::AfterBuilding => held_back.push((graph, raw)),
+                    }
+                    let used = functions.next().expect("functions for every graph");
+                    graphs.push(RetainedGraph::from_built(ctx, raw, nodes, used));
+                }
+                Err((node, error)) => failure = Some(BuildFailure { graph, node, error }),
+            }
+            building_s += building.elapsed().as_secs_f64();
+            true
+        };
+        let value = alongside(&mut step);
+        while step() {}
         let built_s = started.elapsed().as_secs_f64();
         held_back.into_iter().for_each(|(graph, raw)| submit(graph, raw, checked[graph].bits()));
-        Ok(built_s)
+        (value, failure.map_or(Ok((built_s, building_s)), Err))
     });
     // Executables made before a build failed are destroyed here, with the error.
     let held: Vec<&RetainedGraph> = graphs.iter().collect();
     let execs = wrap_in_order(&held, &checked, made);
-    let built_s = built.map_err(ReadyFailure::Build)?;
-    let execs = execs.map_err(ReadyFailure::Instantiate)?;
-    Ok(Ready { graphs, execs, built_s })
+    let ready = built.map_err(ReadyFailure::Build).and_then(|(built_s, building_s)| {
+        let execs = execs.map_err(ReadyFailure::Instantiate)?;
+        Ok(Ready { graphs, execs, built_s, building_s })
+    });
+    (value, ready)
 }
 
 /// Creates one graph and adds its nodes; on failure destroys it and says which node.

@@ -482,6 +482,15 @@ impl Event {
         self.ctx.call("cuEventSynchronize", || unsafe { sys::cuEventSynchronize(self.raw) })
     }
 
+    /// Whether the work before the last record of this event has completed, without waiting.
+    pub fn completed(&self) -> Result<bool> {
+        // SAFETY: `raw` is a live event.
+        match unsafe { sys::cuEventQuery(self.raw) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            status => self.ctx.call("cuEventQuery", || status).map(|_| true),
+        }
+    }
+
     /// Milliseconds from `self` to `end`, both recorded and completed.
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
         let mut ms = 0.0;

@@ -1,12 +1,14 @@
 //! Native replay of a validated core: check the context, map the arena at its exact
-//! addresses, poison it, stream the shards up (hashed on the very bytes uploaded), keep device copies
-//! of the writable buffers, load modules and check every function's parameter layout,
-//! rebuild the templates, instantiate them on several threads with the recorded flags (or
-//! take executables handed over live), then for each template: reset the writable
-//! buffers from their device copies, launch and digest the outputs; once all have run,
-//! check that no weight changed. Every stage is timed, so the stages account for the
-//! replay's wall time. [`measure_floors`] measures what a restore is held against (reading,
-//! copying, and the driver's own cost per node), apart from the restore.
+//! addresses, load modules and check every function's parameter layout, poison the
+//! arena, stream the shards up (hashed on the very bytes uploaded) while this thread
+//! rebuilds the templates in the moments the upload waits, each instantiated with its
+//! recorded flags on another thread as soon as it is built (or take executables handed
+//! over live), check what the upload left and keep device copies of the writable
+//! buffers; then for each template: reset the writable buffers from their device copies,
+//! launch and digest the outputs; once all have run, check that no weight changed. Every
+//! stage is timed, so the stages account for the replay's wall time. [`measure_floors`]
+//! measures what a restore is held against (reading, copying, and the driver's own cost
+//! per node), apart from the restore.
 
 mod checksum;
 mod floors;
@@ -72,6 +74,9 @@ pub struct ReplayReport {
     /// Every launch of the `launch` stage by CUDA events: the device's share of the stage,
     /// the rest being the harness's enqueueing and waiting.
     pub kernels_s: f64,
+    /// Seconds this thread spent building templates, alongside the upload or after it (0
+    /// for handed executables).
+    pub building_s: f64,
     arena: Restored,
 }
 
@@ -161,25 +166,32 @@ fn restore_and_launch(
     check_context(m, ctx)?;
     let handed = matches!(executables, Executables::Handed(_));
     let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
+    // The order of the stages is the order of the qualification cases they decide: map,
+    // modules, upload, rebuild, instantiate. A rebuild happens alongside the upload, in
+    // the moments the upload waits, and its failure is told after the upload's checks.
+    let rebuild_with = match &executables {
+        Executables::Rebuild => Some(stages.time("module-load", || load_modules(core, ctx))?),
+        Executables::Handed(_) => None,
+    };
     stages.time("poison", || poison(m, ctx))?;
-    let uploaded = stages.time("upload", || upload::shards(core, ctx, Staging::default()))?;
-    // Compiled for the checks (contents here, weights after each launch), timed with them.
+    let (uploaded, rebuilt) = match (executables, rebuild_with) {
+        (Executables::Handed(execs), _) => {
+            (stages.time("upload", || upload::shards(core, ctx, Staging::default()))?, Ok(execs))
+        }
+        (Executables::Rebuild, functions) => {
+            upload_and_rebuild(core, ctx, &functions.expect("loaded for a rebuild"), stages)?
+        }
+    };
+    // Loaded for the checks (contents here, weights after the launches), timed with them.
     let checksummer = stages.time("weights-check", || checksum::Checksummer::new(ctx))?;
     stages.time("contents-check", || check_contents(m, ctx, &checksummer))?;
     let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
+    let executables = rebuilt.map_err(|(stage, e)| {
+        stages.fail(stage);
+        e
+    })?;
     // Every step after the context check runs in a named stage, so a failure says where.
-    let plan = match executables {
-        Executables::Handed(execs) => stages.time("handover", || plan(m, execs))?,
-        Executables::Rebuild => {
-            let functions = stages.time("module-load", || load_modules(core, ctx))?;
-            let ready = stages.overlapped("rebuild", "instantiate", || {
-                let ready = rebuild::ready(ctx, m, &functions, READY)?;
-                let named = ready.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
-                Ok((named, ready.built_s))
-            })?;
-            stages.time("instantiate", || plan(m, ready))?
-        }
-    };
+    let plan = stages.time(if handed { "handover" } else { "instantiate" }, || plan(m, executables))?;
     let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
@@ -189,9 +201,43 @@ fn restore_and_launch(
         repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.outputs;
         stages.add("poison-independence", started.elapsed().as_secs_f64());
     }
-    let stages = std::mem::take(&mut stages.times);
     let Launched { outputs, first_launch_s, kernels_s } = launched;
-    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, kernels_s, arena })
+    let building_s = stages.building_s;
+    let stages = std::mem::take(&mut stages.times);
+    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, kernels_s, building_s, arena })
+}
+
+/// The executables of a rebuild, or the stage that failed and why.
+type RebuildOutcome = Result<Vec<GraphExec>, (&'static str, ReplayError)>;
+
+/// Streams the shards up while this thread builds every template in the moments the
+/// upload waits, each instantiated on replay's threads as soon as it is built. Stages:
+/// `upload` until the upload ends, `rebuild` for the building left after it, `instantiate`
+/// for the rest; the seconds spent building, wherever, go to `Stages::building_s`. A
+/// failed upload is returned at once, a failed rebuild with the upload.
+fn upload_and_rebuild(
+    core: &Core,
+    ctx: &Context,
+    functions: &rebuild::Functions,
+    stages: &mut Stages,
+) -> Result<(Uploaded, RebuildOutcome), ReplayError> {
+    let m = core.manifest();
+    let started = Instant::now();
+    let mut upload_s = 0.0;
+    let (uploaded, ready) = rebuild::ready(ctx, m, functions, READY, |step| {
+        let uploaded = upload::shards_alongside(core, ctx, Staging::default(), step);
+        upload_s = started.elapsed().as_secs_f64();
+        uploaded
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let built_s = ready.as_ref().map_or(wall, |r| r.built_s).max(upload_s);
+    stages.add("upload", upload_s);
+    stages.add("rebuild", built_s - upload_s);
+    stages.add("instantiate", wall - built_s);
+    stages.building_s = ready.as_ref().map_or(0.0, |r| r.building_s);
+    let uploaded = uploaded.inspect_err(|_| stages.fail("upload"))?;
+    let named = |r: crate::cuda::Ready| r.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
+    Ok((uploaded, ready.map(named)))
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -228,6 +274,8 @@ struct Stages {
     times: StageTimes,
     failed: Option<&'static str>,
     template: Option<String>,
+    /// Seconds spent building templates, alongside the upload or after it.
+    building_s: f64,
 }
 
 impl Stages {
@@ -238,24 +286,9 @@ impl Stages {
         }
     }
 
-    /// Times two stages that overlap, the second ending last: `f` says how long the first
-    /// took from the start, or which of the two failed; the second gets the rest.
-    fn overlapped<T, E>(
-        &mut self,
-        first: &'static str,
-        second: &'static str,
-        f: impl FnOnce() -> Result<(T, f64), (&'static str, E)>,
-    ) -> Result<T, E> {
-        let started = Instant::now();
-        let result = f();
-        let wall = started.elapsed().as_secs_f64();
-        let first_s = result.as_ref().map_or(wall, |(_, s)| *s);
-        self.add(first, first_s);
-        self.add(second, wall - first_s);
-        result.map(|(value, _)| value).map_err(|(stage, error)| {
-            self.failed.get_or_insert(stage);
-            error
-        })
+    /// Marks `stage` as where the replay stopped, unless an earlier one was.
+    fn fail(&mut self, stage: &'static str) {
+        self.failed.get_or_insert(stage);
     }
 
     fn time<T, E>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
@@ -263,7 +296,7 @@ impl Stages {
         let result = f();
         self.add(name, started.elapsed().as_secs_f64());
         if result.is_err() {
-            self.failed.get_or_insert(name);
+            self.fail(name);
         }
         result
     }

@@ -62,7 +62,18 @@ enum Message<'a> {
 
 /// Uploads every shard of `core` into the mapped arena.
 pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
-    Upload::prepare(core, ctx, staging)?.run(&ctx.stream()?)
+    shards_alongside(core, ctx, staging, &mut || false)
+}
+
+/// As [`shards`], calling `step` whenever this thread has nothing to copy and no copy to
+/// retire, until it says there is no more: work interleaved with the upload's.
+pub fn shards_alongside(
+    core: &Core,
+    ctx: &Context,
+    staging: Staging,
+    step: &mut dyn FnMut() -> bool,
+) -> Result<Uploaded, ReplayError> {
+    Upload::prepare(core, ctx, staging)?.run_alongside(&ctx.stream()?, step)
 }
 
 /// An upload whose page-locked staging and events exist, ready to stream. Apart from
@@ -90,6 +101,11 @@ impl<'c> Upload<'c> {
 
     /// Streams every shard, its copies enqueued on `stream` behind whatever it holds.
     pub fn run(self, stream: &Stream) -> Result<Uploaded, ReplayError> {
+        self.run_alongside(stream, &mut || false)
+    }
+
+    /// As [`Upload::run`], with `step` called when this thread would otherwise wait.
+    fn run_alongside(self, stream: &Stream, step: &mut dyn FnMut() -> bool) -> Result<Uploaded, ReplayError> {
         let Self { core, staging, mut pool, events, started } = self;
         let m = core.manifest();
         let pieces = pieces(m);
@@ -116,7 +132,7 @@ impl<'c> Upload<'c> {
             }
             drop(tx);
             let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
-            copies.pump(&rx, &free_tx, &cancelled).map_or(Ok(()), Err)
+            copies.pump(&rx, &free_tx, &cancelled, step).map_or(Ok(()), Err)
         });
         outcome?;
         let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
@@ -133,30 +149,32 @@ struct Copies<'s, 'p> {
 }
 
 impl<'p> Copies<'_, 'p> {
-    /// Copies what the readers hand over until they are all done, retiring the oldest
-    /// copy whenever nothing new has come; after a failure, slots go straight back and
-    /// the readers are told to stop. Returns the first failure.
+    /// Copies what the readers hand over until they are all done, doing [`Copies::idle`]'s
+    /// work whenever nothing new has come. After a failure, slots go straight back and the
+    /// readers are told to stop. Returns the first failure.
     fn pump(
         &mut self,
         rx: &mpsc::Receiver<Message<'p>>,
         free: &mpsc::Sender<&'p mut [u8]>,
         cancelled: &AtomicBool,
+        step: &mut dyn FnMut() -> bool,
     ) -> Option<ReplayError> {
         let mut failure = None;
         loop {
             let message = match rx.try_recv() {
                 Ok(m) => m,
-                // Nothing new: retire the oldest copy, lending its slot again.
-                Err(mpsc::TryRecvError::Empty) if !self.in_flight.is_empty() => {
-                    if let Err(e) = self.retire_oldest(free) {
+                Err(mpsc::TryRecvError::Empty) => match self.idle(free, step) {
+                    Ok(true) => continue,
+                    Ok(false) => match rx.recv() {
+                        Ok(m) => m,
+                        Err(_) => break,
+                    },
+                    Err(e) => {
                         failure = failure.or(Some(e));
+                        continue;
                     }
-                    continue;
-                }
-                Err(_) => match rx.recv() {
-                    Ok(m) => m,
-                    Err(_) => break,
                 },
+                Err(mpsc::TryRecvError::Disconnected) => break,
             };
             match message {
                 Message::Chunk { slot, len, dst } if failure.is_none() => {
@@ -181,6 +199,19 @@ impl<'p> Copies<'_, 'p> {
         failure
     }
 
+    /// What this thread does while no slot waits to be copied: retire the copies already
+    /// completed, lending their slots again, or else take a `step` of the work alongside,
+    /// or else wait for the oldest copy. False when none of these had anything to do.
+    fn idle(&mut self, free: &mpsc::Sender<&'p mut [u8]>, step: &mut dyn FnMut() -> bool) -> Result<bool, ReplayError> {
+        if self.retire_completed(free)? > 0 || step() {
+            return Ok(true);
+        }
+        if self.in_flight.is_empty() {
+            return Ok(false);
+        }
+        self.retire_oldest(free).map(|_| true)
+    }
+
     fn issue(&mut self, slot: &'p mut [u8], len: usize, dst: u64) -> Result<(), ReplayError> {
         let event = self.issued % self.events.len();
         // SAFETY: `dst..dst + len` lies in a shard of the validated core's arena, mapped by
@@ -191,6 +222,20 @@ impl<'p> Copies<'_, 'p> {
         self.in_flight.push_back((slot, event));
         self.issued += 1;
         Ok(())
+    }
+
+    /// Retires the oldest copies while they have completed, without waiting.
+    fn retire_completed(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<usize, ReplayError> {
+        let mut retired = 0;
+        while let Some(&(_, event)) = self.in_flight.front() {
+            if !self.events[event].completed()? {
+                break;
+            }
+            let (slot, _) = self.in_flight.pop_front().expect("a copy in flight");
+            let _ = free.send(slot);
+            retired += 1;
+        }
+        Ok(retired)
     }
 
     fn retire_oldest(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<(), ReplayError> {
