@@ -148,6 +148,7 @@ pub(crate) fn replay_metrics(
         measured("arena-bytes", m.arena.size as f64, "B"),
         measured("templates-unchecked", m.unchecked.len() as f64, "1"),
         measured("upload-gbps", upload_gbps, "GB/s"),
+        measured("restore-upload-pinning-s", report.uploaded.pinning_s, "s"),
     ]);
     // What the producing process spent, beside what the restore spends (v3).
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));

@@ -52,6 +52,8 @@ impl Default for Staging {
 pub struct Uploaded {
     pub bytes: u64,
     pub seconds: f64,
+    /// Of `seconds`, page-locking the staging pool before the first read.
+    pub pinning_s: f64,
 }
 
 /// A filled slot on its way to the device, or a reader's word that a shard is done.
@@ -85,6 +87,7 @@ pub struct Upload<'c> {
     pool: PinnedHost,
     events: Vec<Event>,
     started: Instant,
+    pinning_s: f64,
 }
 
 impl<'c> Upload<'c> {
@@ -96,7 +99,8 @@ impl<'c> Upload<'c> {
         let staging = Staging { slots: staging.slots.min(chunks.max(1) as usize), ..staging };
         let pool = PinnedHost::new(ctx, staging.slot_bytes * staging.slots)?;
         let events = (0..staging.slots).map(|_| ctx.event()).collect::<Result<Vec<Event>, _>>()?;
-        Ok(Self { core, staging, pool, events, started })
+        let pinning_s = started.elapsed().as_secs_f64();
+        Ok(Self { core, staging, pool, events, started, pinning_s })
     }
 
     /// Streams every shard, its copies enqueued on `stream` behind whatever it holds.
@@ -106,7 +110,7 @@ impl<'c> Upload<'c> {
 
     /// As [`Upload::run`], with `step` called when this thread would otherwise wait.
     fn run_alongside(self, stream: &Stream, step: &mut dyn FnMut() -> bool) -> Result<Uploaded, ReplayError> {
-        let Self { core, staging, mut pool, events, started } = self;
+        let Self { core, staging, mut pool, events, started, pinning_s } = self;
         let m = core.manifest();
         let pieces = pieces(m);
         let layouts: Vec<Vec<Range<u64>>> = m.shards.iter().map(|s| m.stored_ranges(s)).collect();
@@ -136,7 +140,7 @@ impl<'c> Upload<'c> {
         });
         outcome?;
         let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
-        Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64() })
+        Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64(), pinning_s })
     }
 }
 
