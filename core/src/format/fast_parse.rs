@@ -153,6 +153,7 @@ mod tests {
     #[test]
     fn a_node_op_without_a_known_kind_or_with_a_stray_field_is_refused() {
         for (json, says) in [
+            ("5", "expected a node op: an object with a `kind`"),
             (r#"{"event":"e0"}"#, "missing field `kind`"),
             ("{}", "missing field `kind`"),
             (r#"{"kind":"launch"}"#, "unknown variant `launch`"),
