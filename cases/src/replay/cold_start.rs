@@ -9,7 +9,7 @@ use std::{collections::HashMap, path::Path, time::Instant};
 use gnomon_core::{
     cuda::Context,
     format::Core,
-    replay::{map_arena, Staging, Upload},
+    replay::{map_arena, upload_shards, Staging},
 };
 use gnomon_fixtures::workloads::by_name;
 
@@ -38,9 +38,7 @@ fn cold_start(workload: &str, dir: &Path) -> Result<Metrics, Verdict> {
     let m = core.manifest();
     let failed = |what: &str, e: String| Verdict::Failed(format!("{what}: {e}"));
     let mapping = map_arena(m, &ctx).map_err(|e| failed("map the arena", e.to_string()))?;
-    let stream = ctx.stream().map_err(|e| failed("create stream", e.to_string()))?;
-    let uploaded = Upload::prepare(&core, &ctx, Staging::default()).and_then(|u| u.run(&stream));
-    uploaded.map_err(|e| failed("read the weights", e.to_string()))?;
+    upload_shards(&core, &ctx, Staging::default()).map_err(|e| failed("read the weights", e.to_string()))?;
     let addresses: HashMap<String, u64> = m.buffers.iter().map(|b| (b.name.clone(), m.arena.base + b.offset)).collect();
     let session = session_over(w, &ctx, mapping, addresses)?;
     capture_and_instantiate(w, &session)?;

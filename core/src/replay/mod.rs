@@ -23,7 +23,7 @@ use bytesize::ByteSize;
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use rebuild::Functions;
 pub use start::{start, StartError, Started};
-pub use upload::{Staging, Upload, Uploaded};
+pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
