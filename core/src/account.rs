@@ -55,7 +55,8 @@ impl Account {
     pub fn of(m: &Manifest) -> Self {
         let c = &m.context;
         let flags_used = m.templates.iter().filter_map(|t| recorded_flags(&t.flags).ok()).map(|f| f.bits()).collect();
-        let checked = |name: &str| m.expectations.iter().any(|e| e.template == name && !e.outputs.is_empty());
+        let expected = m.expectations_by_template();
+        let checked = |name: &str| expected.get(name).is_some_and(|e| !e.outputs.is_empty());
         Self {
             format_version: m.format.version,
             templates: m.templates.len(),

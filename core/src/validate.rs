@@ -15,8 +15,8 @@ use crate::{
     format::{
         buffer_at,
         digest::{chunk_count, pieces, Piece, PieceHasher, CHUNK_BYTES_RANGE},
-        hash_exactly, open_in_core, Arena, Buffer, BufferRef, Chunks, EdgeKind, FormatTag, Function, KernelNode,
-        Manifest, Module, NodeOp, RecordedFlags, Shard, Template, FORMAT_NAME, READABLE_VERSIONS,
+        hash_exactly, open_in_core, Arena, Buffer, BufferRef, Chunks, EdgeKind, Function, KernelNode, Manifest, Module,
+        NodeOp, RecordedFlags, Shard, Template,
     },
     shards::ShardCap,
 };
@@ -42,7 +42,7 @@ type Result<T = ()> = std::result::Result<T, E>;
 
 /// Checks the manifest alone: structure, references, layouts, flags and graph shape.
 pub fn manifest(m: &Manifest) -> Result {
-    format(&m.format)?;
+    m.format.readable()?;
     if m.format.version < 2 {
         v1_has_no_v2_field(m)?;
     }
@@ -64,16 +64,6 @@ pub fn manifest(m: &Manifest) -> Result {
         TemplateCheck { template, modules: &modules, buffers: &buffers }.run()?;
     }
     expectations(m, &buffers)
-}
-
-fn format(tag: &FormatTag) -> Result {
-    if tag.name != FORMAT_NAME {
-        return Err(E::FormatName { found: tag.name.clone() });
-    }
-    if !READABLE_VERSIONS.contains(&tag.version) {
-        return Err(E::UnsupportedVersion { found: tag.version, readable: READABLE_VERSIONS.to_vec() });
-    }
-    Ok(())
 }
 
 /// A v1 core reads as v2 with every v2 field at its default; one that sets a v2 field is

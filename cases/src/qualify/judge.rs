@@ -59,6 +59,8 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
 struct Verdicts {
     prefix: String,
     cases: Vec<Case>,
+    /// Each case's place in `cases`, by id: a core of many templates has many cases.
+    index: HashMap<String, usize>,
     records: HashMap<String, CaseRecord>,
     /// Why the cases still without a record were never judged.
     unjudged: String,
@@ -70,7 +72,8 @@ struct Verdicts {
 impl Verdicts {
     fn new(prefix: &str, cases: Vec<Case>) -> Self {
         let unjudged = "the qualification stopped before it".into();
-        Self { prefix: prefix.into(), cases, records: HashMap::new(), unjudged, restored: false }
+        let index = cases.iter().enumerate().map(|(i, c)| (c.id.to_string(), i)).collect();
+        Self { prefix: prefix.into(), cases, index, records: HashMap::new(), unjudged, restored: false }
     }
 
     fn id(&self, suffix: &str) -> String {
@@ -80,7 +83,7 @@ impl Verdicts {
     /// Records the first verdict of the case `PREFIX/suffix`; `Ok` holds its metrics.
     fn set(&mut self, suffix: &str, result: Result<Metrics, Verdict>) {
         let id = self.id(suffix);
-        let Some(case) = self.cases.iter().find(|c| c.id.as_str() == id) else { return };
+        let Some(case) = self.index.get(&id).map(|&i| &self.cases[i]) else { return };
         let record = match result {
             Ok(metrics) => CaseRecord { metrics, ..case.record(Status::Passed, None) },
             Err(verdict) => {
@@ -219,13 +222,15 @@ struct TemplateFacts<'a> {
 }
 
 /// Each template's facts, as the manifest states them.
-fn template_facts(m: &gnomon_core::format::Manifest) -> Vec<TemplateFacts<'_>> {
-    let unchecked = |name: &str| m.unchecked.iter().find(|u| u.template == name).map(|u| u.reason.as_str());
-    let expected = |name: &str| m.expectations.iter().filter(|e| e.template == name).map(|e| e.outputs.len()).sum();
-    m.templates
-        .iter()
-        .map(|t| TemplateFacts { name: &t.name, unchecked: unchecked(&t.name), expected: expected(&t.name) })
-        .collect()
+fn template_facts<'a>(m: &'a gnomon_core::format::Manifest) -> Vec<TemplateFacts<'a>> {
+    let unchecked: HashMap<&str, &str> = m.unchecked.iter().map(|u| (u.template.as_str(), u.reason.as_str())).collect();
+    let expected = m.expectations_by_template();
+    let facts = |name: &'a str| TemplateFacts {
+        name,
+        unchecked: unchecked.get(name).copied(),
+        expected: expected.get(name).map_or(0, |e| e.outputs.len()),
+    };
+    m.templates.iter().map(|t| facts(&t.name)).collect()
 }
 
 /// What a completed restore launched: every launch's outputs, and one more launch of each
@@ -270,6 +275,14 @@ fn outputs_of(
 ) -> Result<Metrics, Verdict> {
     if let Some(reason) = t.unchecked {
         return Err(Verdict::Skipped(format!("the core declares it unchecked: {reason}")));
+    }
+    // Validation refuses such a core too; the judge does not rely on it, since a pass
+    // here with nothing compared would be a pass of nothing.
+    if t.expected == 0 {
+        return Err(Verdict::Failed(format!(
+            "template `{}` is checked but the core expects no output of it: nothing would be compared",
+            t.name
+        )));
     }
     let given = outputs.iter().filter(|o| o.template == t.name && o.launch == 0).count();
     if given != t.expected {
@@ -656,6 +669,22 @@ mod tests {
         );
         assert_eq!(status_of(&got, "checker-rejects-wrong-outputs").0, Status::Failed);
         assert_eq!(status_of(&got, "template=c/rebuild").0, Status::Passed);
+    }
+
+    /// A checked template the core expects nothing of, and that gave nothing: validation
+    /// refuses such a core, and the judge fails its `outputs` on its own all the same.
+    #[test]
+    fn a_checked_template_with_no_expected_output_fails_its_outputs() {
+        let mut facts = facts(false);
+        facts[2].expected = 0;
+        let got = judged(&facts, |outputs, repoisoned| {
+            outputs.retain(|o| o.template != "c");
+            repoisoned.retain(|o| o.template != "c");
+        });
+        let (status, reason) = status_of(&got, "template=c/outputs");
+        assert_eq!(status, Status::Failed);
+        assert!(reason.contains("template `c` is checked but the core expects no output of it"), "{reason}");
+        assert_eq!(status_of(&got, "template=a/outputs").0, Status::Passed);
     }
 
     /// Launch 0 differs from launches 1 and 2, which agree: only a check that compares the

@@ -7,7 +7,7 @@ use std::{
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::manifest::{FormatTag, Manifest, FORMAT_NAME, READABLE_VERSIONS};
+use super::manifest::{FormatTag, Manifest};
 use crate::{
     errors::{CoreError, ValidationError},
     validate,
@@ -71,20 +71,22 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     }
     let mut text = Vec::new();
     file.take(size).read_to_end(&mut text).map_err(read_err)?;
-    #[derive(Deserialize)]
-    struct Probe {
-        format: FormatTag,
-    }
     let parse_err = |source| CoreError::Parse { path: path.clone(), source };
-    let probe: Probe = serde_json::from_slice(&text).map_err(parse_err)?;
-    if probe.format.name != FORMAT_NAME {
-        return Err(ValidationError::FormatName { found: probe.format.name }.into());
+    // One pass over the text when it parses (the format is then read from the manifest);
+    // only a manifest that does not parse is read again for its format alone, so that a
+    // core of another format or version is refused as such, not for its shape.
+    match serde_json::from_slice::<Manifest>(&text) {
+        Ok(manifest) => manifest.format.readable().map(|()| manifest).map_err(CoreError::from),
+        Err(shape) => {
+            #[derive(Deserialize)]
+            struct Probe {
+                format: FormatTag,
+            }
+            let probe: Probe = serde_json::from_slice(&text).map_err(parse_err)?;
+            probe.format.readable()?;
+            Err(parse_err(shape))
+        }
     }
-    if !READABLE_VERSIONS.contains(&probe.format.version) {
-        let readable = READABLE_VERSIONS.to_vec();
-        return Err(ValidationError::UnsupportedVersion { found: probe.format.version, readable }.into());
-    }
-    serde_json::from_slice(&text).map_err(parse_err)
 }
 
 /// Opens a file the manifest names, component by component from the core directory

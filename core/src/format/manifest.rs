@@ -60,6 +60,12 @@ impl Manifest {
         ranges
     }
 
+    /// Each template's expectation by template name, looked up once per template instead
+    /// of searched for (a core may hold tens of thousands). Validation allows one each.
+    pub fn expectations_by_template(&self) -> std::collections::HashMap<&str, &Expectation> {
+        self.expectations.iter().map(|e| (e.template.as_str(), e)).collect()
+    }
+
     /// The length `shard`'s file must have.
     pub fn stored_len(&self, shard: &Shard) -> u64 {
         self.stored_ranges(shard).iter().map(|r| r.end - r.start).sum()
@@ -71,6 +77,20 @@ impl Manifest {
 pub struct FormatTag {
     pub name: String,
     pub version: u32,
+}
+
+impl FormatTag {
+    /// Whether this crate reads cores of this format and version.
+    pub fn readable(&self) -> Result<(), crate::errors::ValidationError> {
+        use crate::errors::ValidationError as E;
+        if self.name != FORMAT_NAME {
+            return Err(E::FormatName { found: self.name.clone() });
+        }
+        if !READABLE_VERSIONS.contains(&self.version) {
+            return Err(E::UnsupportedVersion { found: self.version, readable: READABLE_VERSIONS.to_vec() });
+        }
+        Ok(())
+    }
 }
 
 impl Default for FormatTag {

@@ -29,7 +29,7 @@ use crate::{
     contract::ReplayPlan,
     cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
-    format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Manifest},
+    format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Expectation, Manifest},
     validate::recorded_flags,
 };
 
@@ -502,6 +502,7 @@ fn launch_all(
     let (start, end) = (ctx.event()?, ctx.event()?);
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
     let mut outputs = Vec::new();
+    let expected = m.expectations_by_template();
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
     {
@@ -516,7 +517,9 @@ fn launch_all(
         })?;
         first_launch.get_or_insert(launched as f64 / 1e3);
         kernels_ms += launched as f64;
-        stages.time("read-outputs", || read_outputs(ctx, m, arena, &template.name, launch, &mut outputs))?;
+        stages.time("read-outputs", || {
+            read_outputs(ctx, expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
+        })?;
     }
     stages.template = None;
     stages.time("weights-check", || match weights.changed(&stream)? {
@@ -526,30 +529,28 @@ fn launch_all(
     Ok(Launched { outputs, first_launch_s: first_launch.unwrap_or(0.0), kernels_s: kernels_ms / 1e3 })
 }
 
-/// Digests every expected output of `template` after its `launch`-th launch.
+/// Digests every output of a template's expectation after its `launch`-th launch.
 fn read_outputs(
     ctx: &Context,
-    m: &Manifest,
+    expectation: Option<&Expectation>,
     arena: &Restored,
-    template: &str,
     launch: u32,
     outputs: &mut Vec<OutputCheck>,
 ) -> Result<(), ReplayError> {
-    for e in m.expectations.iter().filter(|e| e.template == template) {
-        for o in &e.outputs {
-            let b = &arena.buffers[&o.buffer];
-            // SAFETY: a buffer of the validated, mapped arena.
-            let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
-            let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
-            outputs.push(OutputCheck {
-                template: template.to_owned(),
-                buffer: o.buffer.clone(),
-                launch,
-                expected_sha256: o.sha256.clone(),
-                actual_sha256,
-                bytes: if launch == 0 { bytes } else { Vec::new() },
-            });
-        }
+    let Some(e) = expectation else { return Ok(()) };
+    for o in &e.outputs {
+        let b = &arena.buffers[&o.buffer];
+        // SAFETY: a buffer of the validated, mapped arena.
+        let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
+        let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+        outputs.push(OutputCheck {
+            template: e.template.clone(),
+            buffer: o.buffer.clone(),
+            launch,
+            expected_sha256: o.sha256.clone(),
+            actual_sha256,
+            bytes: if launch == 0 { bytes } else { Vec::new() },
+        });
     }
     Ok(())
 }
