@@ -5,11 +5,7 @@ use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
 use gnomon_core::{account::Account, errors::CoreError, format::Core};
-use gnomon_reports::{
-    compare, exit_codes, merge, render, summary,
-    text::{printable, printable_lines},
-    Gate, MetricPolicy, Report,
-};
+use gnomon_reports::{compare, exit_codes, merge, render, summary, text::printable, Gate, MetricPolicy, Report};
 
 use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};
 
@@ -55,17 +51,22 @@ pub fn compare_reports(args: &CompareArgs) -> Result<i32, String> {
 /// exactly one part.
 pub fn merge_reports(args: &MergeArgs) -> Result<i32, String> {
     let parts = args.parts.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
-    let selection = parts.first().map(|p| crate::runner::selection_of(&p.run.filters)).unwrap_or_default();
-    let include_nightly = parts.first().is_some_and(|p| p.run.profile == "nightly");
-    let expected: Vec<_> = catalogue(CatalogueOptions { include_nightly, ..CatalogueOptions::default() })
-        .into_iter()
-        .map(|c| c.id)
-        .filter(|id| !selection.is_filtered_out(&libtest_mimic::Trial::test(id.as_str(), || Ok(()))))
-        .collect();
+    let expected = parts.first().map(|p| selected_by(&p.run)).unwrap_or_default();
     let merged = merge(&parts, &expected).map_err(|e| format!("merge: {e}"))?;
     render::write_all(&merged, &args.out).map_err(|e| format!("write {}: {e}", args.out.display()))?;
     eprintln!("gnomon: merged {} cases into {}", merged.cases.len(), args.out.display());
     Ok(exit_codes::SUCCESS)
+}
+
+/// The cases of the catalogue that a run's recorded profile and filters select.
+fn selected_by(run: &gnomon_reports::Run) -> Vec<gnomon_reports::CaseId> {
+    let selection = crate::runner::selection_of(&run.filters);
+    let include_nightly = run.profile == "nightly";
+    catalogue(CatalogueOptions { include_nightly, ..CatalogueOptions::default() })
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| !selection.is_filtered_out(&libtest_mimic::Trial::test(id.as_str(), || Ok(()))))
+        .collect()
 }
 
 pub fn print_summary(args: &SummaryArgs) -> Result<i32, String> {
@@ -139,7 +140,8 @@ pub fn validate_cores(args: &ValidateArgs) -> i32 {
         let core = dir.display().to_string();
         match (args.format, verdict) {
             (AccountFormat::Text, Ok(account)) => {
-                println!("{}: valid\n{}\n", printable(&core), indent(&printable_lines(&account.to_string())))
+                let lines: Vec<String> = account.lines().iter().map(|l| format!("  {}", printable(l))).collect();
+                println!("{}: valid\n{}\n", printable(&core), lines.join("\n"))
             }
             (AccountFormat::Text, Err(e)) => println!("{}: {}: {}\n", printable(&core), found.word(), printable(&e)),
             (AccountFormat::Json, verdict) => {
@@ -152,6 +154,48 @@ pub fn validate_cores(args: &ValidateArgs) -> i32 {
     worst.exit_code()
 }
 
-fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+#[cfg(test)]
+mod tests {
+    use gnomon_reports::Run;
+
+    use super::selected_by;
+
+    /// What a merge expects of its parts, for each way a run's selection is recorded: a
+    /// filter, a `--skip`, `--exact`, and the nightly profile. Each is read back as libtest
+    /// reads it, so a merge that ignored one would expect other cases than the parts ran.
+    fn selected(filters: &[&str], profile: &str) -> Vec<String> {
+        let run =
+            Run { filters: filters.iter().map(|f| f.to_string()).collect(), profile: profile.into(), ..Run::default() };
+        selected_by(&run).iter().map(|id| id.as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn a_filter_selects_the_cases_whose_ids_contain_it() {
+        let flags = selected(&["cpu/flags/"], "default");
+        assert!(flags.len() > 2 && flags.iter().all(|id| id.contains("cpu/flags/")), "{flags:?}");
+        assert!(selected(&[], "default").len() > flags.len());
+    }
+
+    #[test]
+    fn a_skip_leaves_its_cases_out() {
+        let flags = selected(&["cpu/flags/"], "default");
+        let skipped = selected(&["cpu/flags/", "--skip value=9"], "default");
+        assert!(!skipped.is_empty() && skipped.len() < flags.len());
+        assert!(skipped.iter().all(|id| !id.contains("value=9")), "{skipped:?}");
+    }
+
+    #[test]
+    fn exact_selects_only_the_case_named_whole() {
+        let one = selected(&["cpu/flags/"], "default")[0].clone();
+        assert_eq!(selected(&[&one, "--exact"], "default"), [one]);
+        // A prefix of many ids is no id: exactly nothing.
+        assert_eq!(selected(&["cpu/flags/", "--exact"], "default"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_nightly_profile_adds_its_family() {
+        let nightly = |profile| selected(&["replay/model-scale-nightly/"], profile).len();
+        assert_eq!(nightly("default"), 0);
+        assert!(nightly("nightly") > 0);
+    }
 }
