@@ -1,10 +1,7 @@
 //! What a valid core holds, in a few lines: what `gnomon validate` prints after every rule
 //! passed, and what a port's reviewers read before they trust a replay of it.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fmt,
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytesize::ByteSize;
 use serde::Serialize;
@@ -134,8 +131,10 @@ fn needs(m: &Manifest) -> Vec<String> {
     needs
 }
 
-impl fmt::Display for Account {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Account {
+    /// The account as lines of text, each one line whatever the manifest's names hold: a
+    /// printer escapes each line (names are data), never the text joined.
+    pub fn lines(&self) -> Vec<String> {
         let flags: Vec<String> = self.flags_used.iter().map(u64::to_string).collect();
         let attributes = match (self.attributes.is_empty(), self.format_version) {
             (true, 1) => "none (format v1 records no function or launch attributes)".to_owned(),
@@ -143,33 +142,33 @@ impl fmt::Display for Account {
             (false, _) => self.attributes.join(", "),
         };
         let jit = if self.ptx { ", PTX compiled by the driver at load" } else { "" };
-        writeln!(
-            f,
-            "format v{}, made by {} on {} (driver {})",
-            self.format_version, self.producer, self.device_name, self.driver
-        )?;
-        writeln!(
-            f,
-            "templates: {} ({} with expected outputs), nodes: {}, edges: {}",
-            self.templates, self.templates_checked, self.nodes, self.edges
-        )?;
-        writeln!(
-            f,
-            "arena: {} in {} shards ({} stored), {} buffers",
-            ByteSize(self.arena_bytes),
-            self.shards,
-            ByteSize(self.stored_bytes),
-            self.buffers
-        )?;
-        writeln!(f, "modules: {} for {}{jit}", self.modules, self.arch)?;
+        let mut lines = vec![
+            format!(
+                "format v{}, made by {} on {} (driver {})",
+                self.format_version, self.producer, self.device_name, self.driver
+            ),
+            format!(
+                "templates: {} ({} with expected outputs), nodes: {}, edges: {}",
+                self.templates, self.templates_checked, self.nodes, self.edges
+            ),
+            format!(
+                "arena: {} in {} shards ({} stored), {} buffers",
+                ByteSize(self.arena_bytes),
+                self.shards,
+                ByteSize(self.stored_bytes),
+                self.buffers
+            ),
+            format!("modules: {} for {}{jit}", self.modules, self.arch),
+        ];
         if !self.provenance.is_empty() {
-            writeln!(f, "loaded by: {}", self.provenance.join("; "))?;
+            lines.push(format!("loaded by: {}", self.provenance.join("; ")));
         }
-        writeln!(f, "flags used: {}", flags.join(", "))?;
-        writeln!(f, "attributes needed: {attributes}")?;
+        lines.push(format!("flags used: {}", flags.join(", ")));
+        lines.push(format!("attributes needed: {attributes}"));
         if !self.unchecked.is_empty() {
-            writeln!(f, "unchecked templates: {}", self.unchecked.join(", "))?;
+            lines.push(format!("unchecked templates: {}", self.unchecked.join(", ")));
         }
-        write!(f, "tensor-parallel rank {} of {}", self.tp_rank, self.tp_world_size)
+        lines.push(format!("tensor-parallel rank {} of {}", self.tp_rank, self.tp_world_size));
+        lines
     }
 }

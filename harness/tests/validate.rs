@@ -83,3 +83,23 @@ fn a_hostile_name_cannot_make_a_refused_core_look_valid() {
     assert_eq!(stdout.trim_end().lines().count(), 1, "one line for one refused core: {stdout:?}");
     assert!(stdout.contains(r"x\u{1b}[2K\r\ncore: valid"), "{stdout:?}");
 }
+
+/// The same for a valid core: every line of its account is escaped, so a device or
+/// producer name cannot add a line (here one that would announce a second core) or move
+/// the cursor.
+#[test]
+fn a_hostile_name_in_a_valid_core_stays_inside_its_account_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_golden(tmp.path());
+    let path = tmp.path().join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["context"]["device-name"] = "H200\u{1b}[2K\r\n/other/core: refused".into();
+    manifest["context"]["producer"]["name"] = "exporter\u{7}\n".into();
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let (code, stdout) = validate(&[tmp.path().to_str().unwrap()]);
+    assert_eq!(code, Some(exit_codes::SUCCESS), "{stdout}");
+    assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r') && !stdout.contains('\u{7}'), "{stdout:?}");
+    let (_, golden) = validate(&[GOLDEN]);
+    assert_eq!(stdout.lines().count(), golden.lines().count(), "as many lines as the golden account: {stdout}");
+    assert!(stdout.contains(r"made by exporter\u{7}\n 1 on H200\u{1b}[2K\r\n/other/core: refused"), "{stdout}");
+}

@@ -6,21 +6,11 @@ use std::borrow::Cow;
 
 /// `text` with every control character written as its escape (`\u{1b}`, `\n`, `\r`).
 pub fn printable(text: &str) -> Cow<'_, str> {
-    printable_but(text, |_| false)
-}
-
-/// As [`printable`], but keeping newlines: for multi-line text gnomon itself laid out.
-pub fn printable_lines(text: &str) -> Cow<'_, str> {
-    printable_but(text, |c| c == '\n')
-}
-
-fn printable_but(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
-    let escaped = |c: char| c.is_control() && !keep(c);
-    match text.chars().any(escaped) {
+    match text.chars().any(char::is_control) {
         false => Cow::Borrowed(text),
-        true => {
-            Cow::Owned(text.chars().map(|c| if escaped(c) { c.escape_debug().to_string() } else { c.into() }).collect())
-        }
+        true => Cow::Owned(
+            text.chars().map(|c| if c.is_control() { c.escape_debug().to_string() } else { c.into() }).collect(),
+        ),
     }
 }
 
@@ -46,7 +36,6 @@ mod tests {
     #[test]
     fn names_cannot_reach_a_terminal_or_break_a_table() {
         assert_eq!(printable("core: \u{1b}[2K\rvalid\n"), "core: \\u{1b}[2K\\rvalid\\n");
-        assert_eq!(printable_lines("a\nb\u{7}"), "a\nb\\u{7}");
         assert!(matches!(printable("plain é"), Cow::Borrowed(_)));
         assert_eq!(md_code("a|b`c\nd"), "``a\\|b`c\\nd``");
         assert_eq!(md_code("`x"), "`` `x ``");
