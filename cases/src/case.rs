@@ -211,6 +211,11 @@ impl Case {
         record
     }
 
+    /// This case as a run whose selection left it out records it.
+    pub fn left_out(&self) -> gnomon_reports::LeftOut {
+        gnomon_reports::LeftOut { id: self.id.clone(), claims: self.claims.iter().map(|c| c.to_string()).collect() }
+    }
+
     /// A record of this case with the given outcome and nothing measured.
     pub fn record(&self, status: Status, reason: Option<String>) -> CaseRecord {
         CaseRecord {

@@ -142,6 +142,7 @@ impl RunArgs {
             expectations: Expectations::parse(&text)?,
             libtest: self.libtest,
             empty_selection_fails: true,
+            needs_gpu: false,
         })
     }
 }
@@ -194,6 +195,10 @@ pub struct QualifyArgs {
     /// List the case ids and exit.
     #[arg(long)]
     pub list: bool,
+    /// Exit 0 without a usable GPU when every case that needs none passed; without it such
+    /// a run exits 3, since nothing was qualified.
+    #[arg(long)]
+    pub allow_no_gpu: bool,
 }
 
 impl QualifyArgs {
@@ -231,6 +236,7 @@ impl QualifyArgs {
             expectations: profile.expectations,
             libtest,
             empty_selection_fails: true,
+            needs_gpu: !self.allow_no_gpu,
         })
     }
 }

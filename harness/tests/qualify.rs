@@ -78,9 +78,22 @@ fn without_a_gpu_validation_still_judges_and_the_rest_is_skipped() {
     let tmp = tempfile::tempdir().unwrap();
     rank_set(&tmp.path().join("tp2"), 2);
     let dir = tmp.path().join("report");
-    let (code, _, stderr) =
-        gnomon(&["qualify", GOLDEN, tmp.path().join("tp2").to_str().unwrap(), "--report-dir", dir.to_str().unwrap()]);
+    let tp2 = tmp.path().join("tp2");
+    let (code, _, stderr) = gnomon(&["qualify", GOLDEN, tp2.to_str().unwrap(), "--report-dir", dir.to_str().unwrap()]);
+    // Nothing was qualified: a gate on the exit code must not pass the port.
+    assert_eq!(code, Some(exit_codes::PRECONDITION), "{stderr}");
+    assert!(stderr.contains("gnomon: nothing was qualified: no usable GPU ("), "{stderr}");
+    let accepted = tmp.path().join("accepted");
+    let (code, _, stderr) = gnomon(&[
+        "qualify",
+        GOLDEN,
+        tp2.to_str().unwrap(),
+        "--report-dir",
+        accepted.to_str().unwrap(),
+        "--allow-no-gpu",
+    ]);
     assert_eq!(code, Some(exit_codes::SUCCESS), "{stderr}");
+    assert!(!stderr.contains("nothing was qualified"), "{stderr}");
     let report = Report::parse(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     let status = |id: &str| report.cases.iter().find(|c| c.id.as_str() == id).map(|c| c.status);
     for passed in
@@ -131,6 +144,7 @@ fn run_cases(cases: Vec<Case>, dir: &Path) -> (i32, Report) {
         partition: None,
         expectations: gnomon_cases::expectations::Expectations::parse("").unwrap(),
         empty_selection_fails: true,
+        needs_gpu: false,
     };
     let code = run(config);
     (code, Report::parse(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap())

@@ -138,3 +138,39 @@ fn gates_refuse_doubled_cases_and_a_run_without_the_gpu() {
         "{verdict}"
     );
 }
+
+/// A filtered run establishes no claim that rests on a case it left out, and says what its
+/// selection left out: in the report, the summary and on the console. An expectation it
+/// did not use is said on the console and in report.md too.
+#[test]
+fn a_filter_establishes_no_claim_it_left_cases_of() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("report");
+    let out = gnomon(&["run", "cpu/", "--report-dir", dir.to_str().unwrap()]);
+    assert!(out.status.success());
+    let report = Report::parse(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let claim = |name: &str| report.claims.iter().find(|c| c.claim == name).unwrap_or_else(|| panic!("no {name}"));
+    // Every CPU case of capture-order passed; its GPU cases were left out by the filter.
+    let capture = claim("capture-order");
+    assert!(capture.not_passed.is_empty() && !capture.left_out.is_empty(), "{capture:?}");
+    assert!(!capture.established);
+    assert!(capture.left_out.iter().all(|id| id.family() != "cpu"), "{capture:?}");
+    // A claim that rests on CPU cases alone is still established.
+    assert!(claim("flags-contract").established);
+    let left = report.run.left_out.len();
+    assert!(left > 0 && report.run.left_out.iter().all(|c| c.id.family() != "cpu"));
+
+    let summary = String::from_utf8(gnomon(&["summary", dir.join("report.json").to_str().unwrap()]).stdout).unwrap();
+    assert!(summary.contains(&format!("The selection `cpu/` left out {left} cases (")), "{summary}");
+    assert!(summary.contains("capture-order ("), "{summary}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("left out by the selection: {left} cases (")), "{stderr}");
+
+    // The committed expectation names a GPU case, which this filter left out.
+    assert!(!report.expectation_problems.is_empty());
+    for problem in &report.expectation_problems {
+        assert!(stderr.contains(&format!("gnomon: expectations: {problem}")), "{stderr}");
+        let markdown = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(markdown.contains(&format!("## Expectations\n\n- {problem}")), "{markdown}");
+    }
+}

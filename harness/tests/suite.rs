@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         expectations: gnomon_cases::expectations::Expectations::parse(gnomon_cases::expectations::DEFAULT)
             .expect("the built-in expectations parse"),
         empty_selection_fails: false,
+        needs_gpu: false,
     };
     ExitCode::from(gnomon::runner::run(config) as u8)
 }

@@ -26,12 +26,7 @@ impl Group<'_> {
             let names: Vec<_> = self.cases.iter().map(|c| md_code(c.as_str())).collect();
             return format!("{} {}", names.join(", "), self.status);
         }
-        let mut by_family: BTreeMap<&str, usize> = BTreeMap::new();
-        for case in &self.cases {
-            *by_family.entry(case.family()).or_default() += 1;
-        }
-        let families: Vec<_> = by_family.iter().map(|(f, n)| format!("{n} under {f}/")).collect();
-        format!("{} cases {} ({})", self.cases.len(), self.status, families.join(", "))
+        format!("{} cases {} ({})", self.cases.len(), self.status, families(self.cases.iter().copied()))
     }
 
     /// [`Group::who`] followed by the shared reason.
@@ -66,4 +61,19 @@ pub fn not_run(cases: &[CaseRecord]) -> Vec<Group<'_>> {
             .filter(|c| matches!(c.status, Status::Skipped | Status::Blocked))
             .map(|c| (&c.id, c.status, c.reason.as_deref())),
     )
+}
+
+/// "105 cases (60 under gpu/, 45 under replay/)": what a selection left out, counted by
+/// family; `None` when it left out nothing.
+pub fn left_out(cases: &[crate::LeftOut]) -> Option<String> {
+    (!cases.is_empty()).then(|| format!("{} cases ({})", cases.len(), families(cases.iter().map(|c| &c.id))))
+}
+
+/// "24 under gpu/, 19 under replay/".
+fn families<'a>(cases: impl Iterator<Item = &'a CaseId>) -> String {
+    let mut by_family: BTreeMap<&str, usize> = BTreeMap::new();
+    for case in cases {
+        *by_family.entry(case.family()).or_default() += 1;
+    }
+    by_family.iter().map(|(f, n)| format!("{n} under {f}/")).collect::<Vec<_>>().join(", ")
 }

@@ -20,7 +20,7 @@ pub use claims::verdicts;
 pub use compare::{
     classify, compare, Comparison, EnvironmentDifference, Gate, MetricChange, Transition, TransitionKind,
 };
-pub use groups::{group, not_run, Group};
+pub use groups::{group, left_out, not_run, Group};
 pub use merge::{merge, MergeError};
 pub use model::*;
 pub use partition::Partition;

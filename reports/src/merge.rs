@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use thiserror::Error;
 
-use crate::{CaseId, Report, Run};
+use crate::{CaseId, LeftOut, Report, Run};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
@@ -44,8 +44,13 @@ pub fn merge(parts: &[Report], expected: &[CaseId]) -> Result<Report, MergeError
     if !missing.is_empty() {
         return Err(MergeError::MissingCases(missing));
     }
+    // What one partition left out another ran: the whole run left out what no part ran.
+    let left_out: BTreeMap<&CaseId, &LeftOut> =
+        parts.iter().flat_map(|p| &p.run.left_out).filter(|c| !owner.contains_key(&c.id)).map(|c| (&c.id, c)).collect();
+    let left_out = left_out.into_values().cloned().collect();
     let run = Run {
         id: parts.iter().map(|p| p.run.id.as_str()).collect::<Vec<_>>().join("+"),
+        left_out,
         started_at: parts.iter().map(|p| p.run.started_at.clone()).min().unwrap_or_default(),
         duration_s: parts.iter().map(|p| p.run.duration_s).fold(0.0, f64::max),
         partition: None,

@@ -154,6 +154,20 @@ pub struct Run {
     pub partition: Option<String>,
     /// False while the run is still going (the report is rewritten after every case).
     pub complete: bool,
+    /// Cases of the run's source that its selection (filters, `--skip`, `--exact`, a
+    /// partition) left out, with their claims: a claim one of them rests on is not
+    /// established by this run, whatever the cases it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+}
+
+/// A case the run's selection left out, and the claims it would have tested.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LeftOut {
+    pub id: CaseId,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
 }
 
 /// What was qualified.
@@ -214,6 +228,9 @@ pub struct ClaimVerdict {
     pub cases: u32,
     #[serde(default)]
     pub not_passed: Vec<Shortfall>,
+    /// Cases of the claim that the run's selection left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<CaseId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -243,9 +260,10 @@ pub struct Report {
 
 impl Report {
     /// Assembles a report, sorting cases by id and deriving claims and totals from them.
-    pub fn new(run: Run, subject: Subject, environment: Environment, mut cases: Vec<CaseRecord>) -> Self {
+    pub fn new(mut run: Run, subject: Subject, environment: Environment, mut cases: Vec<CaseRecord>) -> Self {
         cases.sort_by(|a, b| a.id.cmp(&b.id));
-        let claims = crate::verdicts(&cases);
+        run.left_out.sort_by(|a, b| a.id.cmp(&b.id));
+        let claims = crate::verdicts(&cases, &run.left_out);
         let mut totals = BTreeMap::new();
         for case in &cases {
             *totals.entry(case.status).or_insert(0) += 1;

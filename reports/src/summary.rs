@@ -12,6 +12,7 @@ pub fn summary(r: &Report) -> String {
     let mut s = vec![where_it_ran(r)];
     s.push(format!("Gnomon {} ran {} cases: {}.", r.environment.harness_version, r.cases.len(), totals(r)));
     s.push(families(r));
+    s.extend(selection(r));
     s.push(blocked(r));
     s.extend(failing(r));
     s.push(claims(r));
@@ -63,6 +64,19 @@ fn families(r: &Report) -> String {
     format!("By family: {}.", parts.join("; "))
 }
 
+/// The filters and partition that narrowed the run, and what they left out.
+fn selection(r: &Report) -> Option<String> {
+    let mut how: Vec<String> = r.run.filters.iter().map(|f| md_code(f)).collect();
+    how.extend(r.run.partition.iter().map(|p| format!("partition {}", md_code(p))));
+    let left_out = crate::left_out(&r.run.left_out);
+    match (how.is_empty(), left_out) {
+        (true, None) => None,
+        (false, None) => Some(format!("It ran what the selection {} chose.", how.join(" "))),
+        (true, Some(left)) => Some(format!("Its selection left out {left}.")),
+        (false, Some(left)) => Some(format!("The selection {} left out {left}.", how.join(" "))),
+    }
+}
+
 fn blocked(r: &Report) -> String {
     let not_run: Vec<String> = crate::not_run(&r.cases).iter().map(|g| g.with_reason()).collect();
     match not_run.len() {
@@ -93,7 +107,12 @@ fn claims(r: &Report) -> String {
             .iter()
             .map(|c| {
                 let groups = crate::group(c.not_passed.iter().map(|s| (&s.case, s.status, s.reason.as_deref())));
-                let who: Vec<_> = groups.iter().map(|g| g.who()).collect();
+                let mut who: Vec<_> = groups.iter().map(|g| g.who()).collect();
+                who.extend(match c.left_out.len() {
+                    0 => None,
+                    1 => Some(format!("{} left out by the selection", md_code(c.left_out[0].as_str()))),
+                    n => Some(format!("{n} cases left out by the selection")),
+                });
                 format!("{} ({})", c.claim, who.join("; "))
             })
             .collect();

@@ -12,7 +12,9 @@ use std::{
 
 use gnomon_reports::{text::printable, CaseRecord, Environment, Report};
 
-pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord]) {
+/// `left_out` counts the cases the selection left out (libtest's own line says "0
+/// filtered out": the runner hands it only the cases selected).
+pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord], left_out: Option<&str>) {
     let mut lines = vec![format!(
         "gnomon {} (commit {}) on {}: {}, {}",
         env.harness_version, env.harness_commit, env.host, env.cpu, env.os
@@ -30,6 +32,9 @@ pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord]) {
         )),
     }
     lines.push(format!("  report: {}", report_dir.display()));
+    lines.extend(
+        left_out.map(|left| format!("  left out by the selection: {left}; claims resting on them are not established")),
+    );
     for group in gnomon_reports::not_run(skipped) {
         lines.push(format!("  {}: {}", group.who(), group.reason));
     }
@@ -45,6 +50,9 @@ pub fn closing(report: &Report, report_dir: &Path) {
     eprintln!("gnomon: {totals}; report in {}", report_dir.display());
     for group in gnomon_reports::not_run(&report.cases) {
         eprintln!("gnomon: {}: {}", group.who(), printable(group.reason));
+    }
+    for problem in &report.expectation_problems {
+        eprintln!("gnomon: expectations: {}", printable(problem));
     }
 }
 

@@ -46,6 +46,10 @@ pub struct RunConfig {
     /// Whether selecting no case is an error (`gnomon run`), or libtest's quiet success
     /// (`cargo test`, which hands every test binary the same filter).
     pub empty_selection_fails: bool,
+    /// Whether a run without a usable GPU leaves undone what it was asked for (`gnomon
+    /// qualify`): after its report is written it then exits with the precondition code,
+    /// so a gate on the exit code never passes a port nothing qualified.
+    pub needs_gpu: bool,
 }
 
 /// Runs the catalogue and returns the process exit code.
@@ -61,8 +65,11 @@ pub fn run(config: RunConfig) -> i32 {
         ),
         CaseSource::Given { cases, subject } => (cases, subject),
     };
+    let mut left_out = Vec::new();
     if let Some(partition) = config.partition {
-        cases.retain(|c| partition.contains(&c.id));
+        let (mine, others): (Vec<Case>, Vec<Case>) = cases.into_iter().partition(|c| partition.contains(&c.id));
+        left_out.extend(others.iter().map(Case::left_out));
+        cases = mine;
     }
     let env = environment::collect();
     let facilities = environment::facilities(&env);
@@ -86,23 +93,12 @@ pub fn run(config: RunConfig) -> i32 {
         eprintln!("gnomon: {reason}");
         return exit_codes::PRECONDITION;
     }
-    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let run_id = format!("{}-{}", started_at.replace([':', '-'], ""), std::process::id());
-    let dir = config.report_dir.clone().unwrap_or_else(|| PathBuf::from("reports/out").join(&run_id));
-    let run = Run {
-        id: run_id,
-        started_at,
-        profile: config.profile.clone(),
-        filters: filters(&config.libtest),
-        partition: config.partition.map(|p| p.to_string()),
-        ..Run::default()
-    };
-    let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env.clone()));
     let mut selected = Vec::new();
     let mut not_running = Vec::new();
     for (case, unmet) in planned {
         let stub = Trial::test(case.id.to_string(), || Ok(())).with_ignored_flag(unmet.is_some());
         if config.libtest.is_filtered_out(&stub) {
+            left_out.push(case.left_out());
             continue;
         }
         if config.libtest.is_ignored(&stub) {
@@ -116,12 +112,26 @@ pub fn run(config: RunConfig) -> i32 {
         eprintln!("gnomon: no case matches {}", describe_filters(&config.libtest));
         return exit_codes::USAGE;
     }
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let run_id = format!("{}-{}", started_at.replace([':', '-'], ""), std::process::id());
+    let dir = config.report_dir.clone().unwrap_or_else(|| PathBuf::from("reports/out").join(&run_id));
+    let run = Run {
+        id: run_id,
+        started_at,
+        profile: config.profile.clone(),
+        filters: filters(&config.libtest),
+        partition: config.partition.map(|p| p.to_string()),
+        left_out,
+        ..Run::default()
+    };
+    let left_out = gnomon_reports::left_out(&run.left_out);
+    let sink = Arc::new(ReportSink::new(dir.clone(), run, subject, env.clone()));
     signal::install();
     if let Err(e) = sink.start() {
         eprintln!("gnomon: {e}");
         return exit_codes::USAGE;
     }
-    console::header(&env, &dir, &not_running);
+    console::header(&env, &dir, &not_running, left_out.as_deref());
     let scratch_problem = environment::scratch_problem();
     if let Some(problem) = &scratch_problem {
         eprintln!("gnomon: {problem}; cases that need scratch will be blocked, and the run fails (exit 3)");
@@ -151,6 +161,15 @@ pub fn run(config: RunConfig) -> i32 {
             }
             if report.fails_run() || conclusion.has_failed() {
                 return exit_codes::CASES_FAILED;
+            }
+            if config.needs_gpu && policy.env.gpus.is_empty() {
+                let why = policy.env.gpu_unavailable.as_deref().unwrap_or("none was found");
+                eprintln!(
+                    "gnomon: nothing was qualified: no usable GPU ({}); only what needs none was judged \
+                     (--allow-no-gpu accepts that)",
+                    gnomon_reports::text::printable(why)
+                );
+                return exit_codes::PRECONDITION;
             }
             let blocked = report.totals.get(&Status::Blocked).copied().unwrap_or(0);
             if let Some(problem) = scratch_problem.filter(|_| blocked > 0) {

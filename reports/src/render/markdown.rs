@@ -50,6 +50,12 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "- {}: {}", g.who(), printable(g.reason));
         }
     }
+    if !r.expectation_problems.is_empty() {
+        let _ = writeln!(out, "\n## Expectations\n");
+        for problem in &r.expectation_problems {
+            let _ = writeln!(out, "- {}", printable(problem));
+        }
+    }
     let counted: Vec<_> = not_run.iter().filter(|g| g.is_counted()).flat_map(|g| g.cases.iter().copied()).collect();
     let _ = writeln!(out, "\n## Cases\n\n| case | status | seconds | reason |\n|---|---|---|---|");
     for c in &r.cases {
@@ -69,9 +75,13 @@ fn claims(out: &mut String, r: &Report) {
             let _ = writeln!(out, "- {}: established ({} passed)", md_code(&c.claim), cases(c.cases as usize));
             continue;
         }
-        let short = c.not_passed.len();
-        let of = cases(c.cases as usize);
-        let _ = writeln!(out, "- {}: **not established** ({short} of {of} did not pass)", md_code(&c.claim));
+        let (short, of, left) = (c.not_passed.len(), cases(c.cases as usize), c.left_out.len());
+        let why = match (c.cases, left) {
+            (0, _) => format!("none of its {} ran: left out by the selection", cases(left)),
+            (_, 0) => format!("{short} of {of} did not pass"),
+            _ => format!("{short} of {of} did not pass; {} left out by the selection", cases(left)),
+        };
+        let _ = writeln!(out, "- {}: **not established** ({why})", md_code(&c.claim));
         for g in crate::group(c.not_passed.iter().map(|s| (&s.case, s.status, s.reason.as_deref()))) {
             match g.status {
                 Status::Skipped | Status::Blocked => writeln!(out, "  - {} (see *Not run*)", g.who()),
@@ -94,5 +104,9 @@ fn cases(n: usize) -> String {
 fn selection(r: &Report) -> Option<String> {
     let mut parts: Vec<String> = r.run.filters.iter().map(|f| format!("filter {}", md_code(f))).collect();
     parts.extend(r.run.partition.iter().map(|p| format!("partition `{p}`")));
-    (!parts.is_empty()).then(|| parts.join(", "))
+    let left_out = crate::left_out(&r.run.left_out);
+    (!parts.is_empty() || left_out.is_some()).then(|| {
+        let what = if parts.is_empty() { "the selection".to_owned() } else { parts.join(", ") };
+        left_out.map_or(what.clone(), |left| format!("{what}, which left out {left}"))
+    })
 }

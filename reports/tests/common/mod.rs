@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gnomon_reports::{CaseId, CaseRecord, Environment, Gpu, Metric, Report, Run, Status, Subject};
+use gnomon_reports::{CaseId, CaseRecord, Environment, Gpu, LeftOut, Metric, Report, Run, Status, Subject};
 
 pub fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseRecord {
     CaseRecord {
@@ -60,6 +60,11 @@ pub fn hand_made() -> Report {
         filters: vec!["gpu/".into()],
         partition: None,
         complete: true,
+        // The filter left out the only case of a claim, and one that declares none.
+        left_out: vec![
+            LeftOut { id: CaseId::new("cpu/shards/cap=64MiB/edge"), claims: vec!["shard-planning".into()] },
+            LeftOut { id: CaseId::new("cpu/report/round-trip"), claims: vec![] },
+        ],
     };
     let subject =
         Subject { name: "gnomon-core reference exporter".into(), version: "0.1.0".into(), commit: "abc123".into() };
