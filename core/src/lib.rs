@@ -1,7 +1,7 @@
 //! The subject Gnomon qualifies: the export contract for CUDA-graph cores.
 //!
-//! - [`format`]: core format v2 (v1 still reads) — the manifest types, reading and writing a core directory.
-//! - [`validate`]: every rule a core must satisfy before it may reach a GPU.
+//! - [`format`]: core format v3 (v2 and v1 still read) — the manifest types, reading and writing a core directory.
+//! - [`validate`]: every rule a core must satisfy before it may reach a GPU, and [`Core`], a core that did.
 //! - [`account`]: what a valid core holds, in a few lines.
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
 //! - [`contract`]: export needs templates only; replay needs executables.
@@ -26,3 +26,5 @@ pub mod replay;
 pub mod shards;
 pub mod tensor_parallel;
 pub mod validate;
+
+pub use validate::Core;

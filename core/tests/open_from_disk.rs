@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use gnomon_core::{
     errors::CoreError,
-    format::{Core, MANIFEST_FILE, MAX_MANIFEST_BYTES},
+    format::{MANIFEST_FILE, MAX_MANIFEST_BYTES},
+    Core,
 };
 
 fn golden_dir() -> PathBuf {

@@ -12,8 +12,9 @@ use std::{
 use gnomon_core::{
     account::Account,
     cuda::{ArenaMapping, Context},
-    format::{Core, Producer},
+    format::Producer,
     record::ImageRecorder,
+    Core,
 };
 use gnomon_kit::{
     allocations::{Allocations, Block, Standing},

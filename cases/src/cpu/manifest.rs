@@ -6,10 +6,11 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
     format::{
-        BufferContents, ClusterScheduling, Core, Edge, EdgeKind, ModuleKind, NodeOp, PointerParam, Provenance, Shard,
+        BufferContents, ClusterScheduling, Edge, EdgeKind, ModuleKind, NodeOp, PointerParam, Provenance, Shard,
         Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
     },
     validate::MAX_MODULE_BYTES,
+    Core,
 };
 use gnomon_fixtures::{
     golden,

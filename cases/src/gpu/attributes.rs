@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use gnomon_core::{
     cuda::{Context, NodeKind, RetainedGraph},
-    format::{Core, EdgeKind, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, Template},
+    format::{EdgeKind, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, Template},
     replay::rebuild_only,
+    Core,
 };
 
 use crate::{ensure, replay::exported_core, Case, Verdict};

@@ -9,7 +9,7 @@ mod target;
 
 use std::{path::Path, sync::Arc};
 
-use gnomon_core::{account::Account, format::Core, tensor_parallel};
+use gnomon_core::{account::Account, tensor_parallel, Core};
 use gnomon_reports::{CaseRecord, Status};
 
 pub use judge::judge_command;

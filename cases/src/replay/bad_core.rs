@@ -6,9 +6,10 @@ use std::{fs, path::Path};
 use gnomon_core::{
     cuda::{live_executables, ArenaMapping, Context, CudaError},
     errors::{CoreError, ReplayError, ValidationError},
-    format::{digest::chunk_digests, BufferRole, Core, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
+    format::{digest::chunk_digests, BufferRole, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
     replay::{replay, Executables},
     shards::MIB,
+    Core,
 };
 
 use super::pipeline::ARENA_BASE;

@@ -8,8 +8,8 @@ use std::{collections::HashMap, path::Path, time::Instant};
 
 use gnomon_core::{
     cuda::Context,
-    format::Core,
     replay::{map_arena, upload_shards, Staging},
+    Core,
 };
 use gnomon_fixtures::workloads::by_name;
 

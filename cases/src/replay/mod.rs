@@ -13,9 +13,9 @@ mod upload;
 use std::{path::Path, process::Command};
 
 use gnomon_core::{
-    format::Core,
     replay::{drop_shards_from_cache, Executables},
     shards::{GIB, MIB},
+    Core,
 };
 use gnomon_fixtures::workloads::{self, all, Workload};
 

@@ -7,12 +7,12 @@ use std::{path::Path, time::Instant};
 use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
-    format::Core,
     replay::{
         measure_floors, replay, shards_cached_fraction, start, Executables, Floors, OutputCheck, ReplayReport,
         StageTimes, StartError, Started,
     },
     shards::MIB,
+    Core,
 };
 use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},

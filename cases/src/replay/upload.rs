@@ -9,9 +9,9 @@
 
 use gnomon_core::{
     cuda::{Context, CudaError, Function, Module, Stream},
-    format::Core,
     params::ParamBlob,
     replay::{map_arena, Staging, Upload},
+    Core,
 };
 use gnomon_fixtures::kernels::FILL;
 

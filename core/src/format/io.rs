@@ -8,56 +8,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::manifest::{FormatTag, Manifest};
-use crate::{
-    errors::{CoreError, ValidationError},
-    validate,
-};
+use crate::errors::{CoreError, ValidationError};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// A manifest larger than this is refused before it is read.
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
-
-/// A core directory whose manifest and files passed every validation rule.
-#[derive(Debug)]
-pub struct Core {
-    dir: PathBuf,
-    manifest: Manifest,
-}
-
-impl Core {
-    /// Reads, validates and verifies the core in `dir`, hashing every file. A core that
-    /// fails here must never reach a GPU.
-    pub fn open(dir: &Path) -> Result<Self, CoreError> {
-        Self::open_with(dir, validate::ShardContents::Hashed)
-    }
-
-    /// As [`Core::open`], but shard contents are left for the upload to hash, on the very
-    /// bytes it copies (`replay` always does), so each shard byte is read once. Every other
-    /// rule, shard sizes and regular files included, is checked here.
-    pub fn open_for_upload(dir: &Path) -> Result<Self, CoreError> {
-        Self::open_with(dir, validate::ShardContents::HashedOnUpload)
-    }
-
-    fn open_with(dir: &Path, shards: validate::ShardContents) -> Result<Self, CoreError> {
-        let manifest = read_manifest(dir)?;
-        validate::manifest(&manifest)?;
-        validate::files(&manifest, dir, shards)?;
-        Ok(Self { dir: dir.to_owned(), manifest })
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
-    }
-
-    /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
-    pub fn open_file(&self, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
-        open_in_core(&self.dir, relative, item)
-    }
-}
 
 /// Reads `manifest.json`, checking its size first and its version before its shape; no
 /// other rule is checked (`Core::open` checks them all).

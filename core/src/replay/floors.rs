@@ -15,8 +15,9 @@ use crate::{
         build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, Overlap, PinnedHost, ReadyFailure,
     },
     errors::ReplayError,
-    format::{digest::pieces, Core},
+    format::digest::pieces,
     page_cache,
+    validate::Core,
 };
 
 /// Bytes read from the shard files at most, so the measurement stays short at any size.

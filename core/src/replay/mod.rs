@@ -29,8 +29,8 @@ use crate::{
     contract::ReplayPlan,
     cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
-    format::{hash_hex, Buffer, BufferContents, BufferRole, Core, Expectation, Manifest},
-    validate::recorded_flags,
+    format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest},
+    validate::{recorded_flags, Core},
 };
 
 /// How templates are instantiated: when, and on how many threads. Measured on the H200

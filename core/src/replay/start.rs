@@ -6,7 +6,7 @@ use std::{path::Path, time::Instant};
 use crate::{
     cuda::Context,
     errors::{CoreError, CudaError},
-    format::Core,
+    validate::Core,
 };
 
 /// The core and the context, with what each took alone and the wall of both.

@@ -23,10 +23,8 @@ use std::{
 use crate::{
     cuda::{Context, Event, PinnedHost, Stream},
     errors::ReplayError,
-    format::{
-        digest::{pieces, Piece, PieceHasher},
-        Core,
-    },
+    format::digest::{pieces, Piece, PieceHasher},
+    validate::Core,
 };
 
 /// The staging pipeline's shape: `slots` × `slot_bytes` of page-locked memory, `readers`

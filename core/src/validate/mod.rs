@@ -1,25 +1,30 @@
-//! Every rule of core format v2 (`docs/format-v2.md`, "Validation"), and of v1, which
-//! reads as v2 without v2's fields. [`manifest`] checks the manifest alone and allocates
-//! nothing sized by it; [`files`] checks the files it names. A core must pass both before
-//! it may reach a GPU.
+//! Every rule of core format v3 (`docs/format-v3.md`, "Validation"), and of v2 and v1,
+//! which read as v3 without its fields. [`manifest`] checks the manifest alone and
+//! allocates nothing sized by it (each template's rules are in `template.rs`); [`files`]
+//! checks the files it names (`files.rs`); [`Core`] is a core directory that passed both,
+//! the only kind that may reach a GPU (`open.rs`). The rules read the format's types and
+//! its I/O; nothing in `format` reads the rules.
 
-use std::{
-    collections::{HashMap, HashSet},
-    ops::Range,
-    path::Path,
-};
+use std::collections::{HashMap, HashSet};
 
 use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     format::{
         buffer_at,
-        digest::{chunk_count, pieces, Piece, PieceHasher, CHUNK_BYTES_RANGE},
-        hash_exactly, open_in_core, Arena, Buffer, BufferRef, Chunks, EdgeKind, Function, KernelNode, Manifest, Module,
-        NodeOp, RecordedFlags, Shard, Template,
+        digest::{chunk_count, CHUNK_BYTES_RANGE},
+        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, RecordedFlags, Shard, Template,
     },
     shards::ShardCap,
 };
+
+mod files;
+mod open;
+mod template;
+
+pub use files::{files, ShardContents};
+pub use open::Core;
+use template::TemplateCheck;
 
 /// No device has an arena this large; a bigger size is a corrupt or hostile manifest.
 pub const MAX_ARENA_BYTES: u64 = 1 << 42;
@@ -385,229 +390,6 @@ fn cluster(dim: [u32; 3]) -> Option<String> {
     }
 }
 
-/// Checks one template against the core's modules and buffers.
-struct TemplateCheck<'a, 'm> {
-    template: &'m Template,
-    modules: &'a ModuleMap<'m>,
-    buffers: &'a BufferMap<'m>,
-}
-
-impl TemplateCheck<'_, '_> {
-    fn run(&self) -> Result {
-        let t = self.template;
-        recorded_flags(&t.flags).map_err(|source| E::Flags { template: t.name.clone(), source })?;
-        if t.nodes.is_empty() {
-            return Err(E::EmptyTemplate { template: t.name.clone() });
-        }
-        unique("node", t.nodes.iter().map(|n| n.id.as_str()))?;
-        let edge = first_duplicate(t.edges.iter().map(|e| (e.from.as_str(), e.to.as_str())));
-        self.duplicate("edge", edge.map(|(from, to)| format!("{from} -> {to}")))?;
-        for node in &t.nodes {
-            self.node(&node.id, &node.op)?;
-        }
-        let index: HashMap<&str, usize> = t.nodes.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
-        self.acyclic(&index)?;
-        self.typed_edges(&index)?;
-        self.capture_order(&index)
-    }
-
-    /// Programmatic and launch-order edges leave from and arrive at kernel nodes.
-    fn typed_edges(&self, index: &HashMap<&str, usize>) -> Result {
-        let t = self.template;
-        let kernel = |id: &str| matches!(t.nodes[index[id]].op, NodeOp::Kernel(_));
-        for e in t.edges.iter().filter(|e| !e.kind.is_full()) {
-            if !(kernel(&e.from) && kernel(&e.to)) {
-                let kind = if e.kind == EdgeKind::Programmatic { "programmatic" } else { "launch-order" };
-                return Err(E::TypedEdge { template: self.name(), from: e.from.clone(), to: e.to.clone(), kind });
-            }
-        }
-        Ok(())
-    }
-
-    fn node(&self, node: &str, op: &NodeOp) -> Result {
-        match op {
-            NodeOp::Kernel(k) => self.kernel(node, k),
-            NodeOp::Memset(m) => {
-                if ![1, 2, 4].contains(&m.element_size) {
-                    let element_size = m.element_size;
-                    return Err(E::MemsetElement { template: self.name(), node: node.into(), element_size });
-                }
-                if m.element_size < 4 && m.value >> (8 * m.element_size) != 0 {
-                    let (value, element_size) = (m.value, m.element_size);
-                    return Err(E::MemsetValue { template: self.name(), node: node.into(), value, element_size });
-                }
-                self.buffer_range(node, &m.dst, m.count.saturating_mul(m.element_size.into()))
-            }
-            NodeOp::Memcpy(c) => {
-                self.buffer_range(node, &c.src, c.bytes)?;
-                self.buffer_range(node, &c.dst, c.bytes)
-            }
-            NodeOp::Empty => Ok(()),
-            NodeOp::EventRecord { .. } | NodeOp::EventWait { .. } => {
-                Err(E::EventNode { template: self.name(), node: node.into(), kind: op.kind() })
-            }
-        }
-    }
-
-    fn kernel(&self, node: &str, k: &KernelNode) -> Result {
-        let (template, node_id) = (self.name(), node.to_owned());
-        let functions = self.modules.get(k.module.as_str()).ok_or_else(|| E::UnknownModule {
-            template: template.clone(),
-            node: node_id.clone(),
-            module: k.module.clone(),
-        })?;
-        let f = functions.get(k.function.as_str()).ok_or_else(|| E::UnknownFunction {
-            template: template.clone(),
-            node: node_id.clone(),
-            module: k.module.clone(),
-            function: k.function.clone(),
-        })?;
-        if k.params.len() as u64 != f.param_bytes() {
-            let (expected, found) = (f.param_bytes(), k.params.len() as u64);
-            return Err(E::ParamBytes { template, node: node_id, function: f.name.clone(), expected, found });
-        }
-        self.launch_shape(node, k)?;
-        let allowed = f.attributes.max_dynamic_shared_size_bytes.unwrap_or(DEFAULT_DYNAMIC_SHARED_BYTES);
-        if k.shared_mem_bytes > allowed {
-            let (function, requested) = (f.name.clone(), k.shared_mem_bytes);
-            return Err(E::SharedMemory { template, node: node_id, function, requested, allowed });
-        }
-        if let Some(offset) = padding(f).find(|&i| k.params[i] != 0) {
-            return Err(E::ParamPadding { template, node: node_id, offset });
-        }
-        let pointer = first_duplicate(k.pointers.iter().map(|p| (p.param, p.at)));
-        self.duplicate("pointer parameter", pointer.map(|(param, at)| format!("{param} at byte {at}")))?;
-        for p in &k.pointers {
-            let slot = f.params.get(p.param as usize).ok_or_else(|| E::PointerParamIndex {
-                template: template.clone(),
-                node: node_id.clone(),
-                function: f.name.clone(),
-                param: p.param,
-                count: f.params.len(),
-            })?;
-            if p.at.checked_add(8).is_none_or(|end| end > slot.size) {
-                let (param, at, size) = (p.param, p.at, slot.size);
-                return Err(E::PointerParamSize { template, node: node_id, param, at, size });
-            }
-            if p.external {
-                return Err(E::ExternalPointer { template, node: node_id, param: p.param });
-            }
-            let bytes = slot.offset + p.at..slot.offset + p.at + 8;
-            let raw = &k.params[bytes.start as usize..bytes.end as usize];
-            let address = u64::from_le_bytes(raw.try_into().expect("8 bytes"));
-            if !self.buffers.contains_address(address) {
-                return Err(E::DanglingPointer { template, node: node_id, param: p.param, bytes, address });
-            }
-        }
-        self.launch_attributes(node, k)
-    }
-
-    fn launch_attributes(&self, node: &str, k: &KernelNode) -> Result {
-        let Some(dim) = k.launch.cluster_dim else { return Ok(()) };
-        let item = || format!("node `{node}` of template `{}`", self.template.name);
-        let what = cluster(dim).or_else(|| {
-            let divides = k.grid.iter().zip(dim).all(|(&g, d)| g % d == 0);
-            (!divides).then(|| format!("does not divide the grid {:?}", k.grid))
-        });
-        what.map_or(Ok(()), |what| Err(E::Attribute { item: item(), what: format!("cluster-dim {dim:?} {what}") }))
-    }
-
-    fn launch_shape(&self, node: &str, k: &KernelNode) -> Result {
-        let fail = |what, dims, limit| E::LaunchShape { template: self.name(), node: node.into(), what, dims, limit };
-        if k.grid.iter().zip(MAX_GRID).any(|(&d, max)| d == 0 || d > max) {
-            return Err(fail("grid", k.grid, "1 ..= 2147483647 × 65535 × 65535"));
-        }
-        let threads: u64 = k.block.iter().map(|&d| u64::from(d)).product();
-        if k.block.iter().zip(MAX_BLOCK).any(|(&d, max)| d == 0 || d > max) || threads > MAX_THREADS {
-            return Err(fail("block", k.block, "1 ..= 1024 × 1024 × 64, at most 1024 threads"));
-        }
-        Ok(())
-    }
-
-    /// Refuses the `kind` named `duplicate`, if one appears twice in this template.
-    fn duplicate(&self, kind: &'static str, duplicate: Option<String>) -> Result {
-        duplicate.map_or(Ok(()), |name| Err(E::DuplicateIn { template: self.name(), kind, name }))
-    }
-
-    fn buffer_range(&self, node: &str, target: &BufferRef, len: u64) -> Result {
-        let buffer = self.buffers.by_name.get(target.buffer.as_str()).ok_or_else(|| E::UnknownBuffer {
-            template: self.name(),
-            node: node.into(),
-            buffer: target.buffer.clone(),
-        })?;
-        let span: Range<u64> = target.offset..target.offset.saturating_add(len);
-        if span.end > buffer.size || len == 0 {
-            let (template, node, buffer_name) = (self.name(), node.into(), buffer.name.clone());
-            return Err(E::BufferRange { template, node, buffer: buffer_name, span, size: buffer.size });
-        }
-        Ok(())
-    }
-
-    /// Kahn's algorithm; whatever is left unvisited lies on or behind a cycle.
-    fn acyclic(&self, index: &HashMap<&str, usize>) -> Result {
-        let t = self.template;
-        let mut successors = vec![Vec::new(); t.nodes.len()];
-        let mut in_degree = vec![0usize; t.nodes.len()];
-        for (edge, e) in t.edges.iter().enumerate() {
-            let lookup = |id: &String| {
-                index.get(id.as_str()).copied().ok_or_else(|| E::UnknownEdgeNode {
-                    template: self.name(),
-                    edge,
-                    node: id.clone(),
-                })
-            };
-            let (from, to) = (lookup(&e.from)?, lookup(&e.to)?);
-            successors[from].push(to);
-            in_degree[to] += 1;
-        }
-        let mut ready: Vec<usize> = (0..t.nodes.len()).filter(|&n| in_degree[n] == 0).collect();
-        let mut visited = 0;
-        while let Some(n) = ready.pop() {
-            visited += 1;
-            for &s in &successors[n] {
-                in_degree[s] -= 1;
-                if in_degree[s] == 0 {
-                    ready.push(s);
-                }
-            }
-        }
-        if visited == t.nodes.len() {
-            return Ok(());
-        }
-        let nodes = (0..t.nodes.len()).filter(|&n| in_degree[n] > 0).take(8).map(|n| t.nodes[n].id.clone()).collect();
-        Err(E::Cycle { template: self.name(), nodes })
-    }
-
-    fn capture_order(&self, index: &HashMap<&str, usize>) -> Result {
-        let t = self.template;
-        let fail = |reason: String| E::CaptureOrder { template: self.name(), reason };
-        if t.capture_order.len() != t.nodes.len() {
-            return Err(fail(format!("it lists {} nodes, the template has {}", t.capture_order.len(), t.nodes.len())));
-        }
-        let mut seen = HashSet::new();
-        for id in &t.capture_order {
-            if !index.contains_key(id.as_str()) {
-                return Err(fail(format!("`{id}` is not a node")));
-            }
-            if !seen.insert(id.as_str()) {
-                return Err(fail(format!("`{id}` appears twice")));
-            }
-        }
-        Ok(())
-    }
-
-    fn name(&self) -> String {
-        self.template.name.clone()
-    }
-}
-
-/// Byte offsets of a parameter blob that no slot covers: the gaps between slots, which
-/// `param_layout` has checked are in order and apart.
-fn padding(f: &Function) -> impl Iterator<Item = usize> + '_ {
-    let ends = std::iter::once(0).chain(f.params.iter().map(|s| s.offset + s.size));
-    ends.zip(f.params.iter().map(|s| s.offset)).flat_map(|(end, start)| end..start).map(|i| i as usize)
-}
-
 /// Exactly one source, and a supported value from it.
 pub fn recorded_flags(flags: &RecordedFlags) -> std::result::Result<InstantiateFlags, FlagsError> {
     match (flags.explicit, flags.from_executable) {
@@ -671,158 +453,9 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
     checked(m)
 }
 
-/// Whether [`files`] hashes shard contents now or leaves them to the upload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShardContents {
-    Hashed,
-    /// Replay's streaming upload hashes each shard on the bytes it copies.
-    HashedOnUpload,
-}
-
-/// Checks the files the manifest names: inside the core, regular files, no links, declared
-/// sizes (before reading), and hashes.
-pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
-    let shard = |s: &Shard| {
-        let stored = m.stored_len(s);
-        verify_file(dir, &format!("shard {}", s.index), &s.file, None, |len| (len != stored).then_some(stored))
-    };
-    let module = |module: &Module| {
-        verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)?;
-        runs_on_core_arch(dir, module, m.context.sm)
-    };
-    in_parallel(&m.shards, shard)?;
-    if shards == ShardContents::Hashed {
-        in_parallel(&pieces(m), |piece| verify_piece(dir, piece))?;
-    }
-    in_parallel(&m.modules, module)
-}
-
-/// Hashes one piece of a shard file (whose size was checked) against its digest.
-fn verify_piece(dir: &Path, piece: &Piece) -> Result {
-    let item = piece.name();
-    let file = open_in_core(dir, &piece.shard.file, &item)?;
-    let mut hasher = PieceHasher::of(piece);
-    let unreadable = |e: std::io::Error| E::FileUnreadable {
-        item: item.clone(),
-        path: piece.shard.file.clone(),
-        reason: e.to_string(),
-    };
-    let mut buffer = vec![0u8; (1 << 20).min(piece.bytes.end - piece.bytes.start) as usize];
-    let mut at = piece.bytes.start;
-    while at < piece.bytes.end {
-        let len = buffer.len().min((piece.bytes.end - at) as usize);
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buffer[..len], at).map_err(unreadable)?;
-        hasher.update(&buffer[..len]);
-        at += len as u64;
-    }
-    let (kind, found) = (hasher.name(), hasher.finish());
-    match found == piece.expected {
-        true => Ok(()),
-        false => {
-            Err(E::HashMismatch { item, path: piece.shard.file.clone(), kind, expected: piece.expected.into(), found })
-        }
-    }
-}
-
-/// Runs `check` on every item, on as many threads as the machine has (hashing is the
-/// cost, and one SHA-256 stream is about 1 GB/s), and returns the error of the first
-/// item in order, so the verdict does not depend on which thread finished first.
-fn in_parallel<T: Sync>(items: &[T], check: impl Fn(&T) -> Result + Sync) -> Result {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut errors: Vec<(usize, E)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut errors = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { return errors };
-                        errors.extend(check(item).err().map(|e| (i, e)));
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().expect("a check does not panic")).collect()
-    });
-    errors.sort_by_key(|(i, _)| *i);
-    errors.into_iter().next().map_or(Ok(()), |(_, e)| Err(e))
-}
-
-/// Refuses a module whose image has no code for the core's arch: replay checks the core's
-/// arch against the runner's, so this is what keeps an image the runner cannot load from
-/// reaching it.
-fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32) -> Result {
-    let unreadable = |reason: String| E::ImageArch { module: module.id.clone(), reason };
-    let mut head = Vec::with_capacity(crate::format::IMAGE_HEAD_BYTES);
-    let file = open_in_core(dir, &module.file, &format!("module `{}`", module.id))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, crate::format::IMAGE_HEAD_BYTES as u64), &mut head)
-        .map_err(|e| unreadable(e.to_string()))?;
-    let image = crate::format::image_arch(module.kind, &head).map_err(unreadable)?;
-    match image.runs_on(module.kind, sm) {
-        true => Ok(()),
-        false => Err(E::NoCodeForArch { module: module.id.clone(), image: image.to_string(), core: sm }),
-    }
-}
-
-/// The size a module may have, when `len` is past it.
-fn module_too_large(len: u64) -> Option<u64> {
-    (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES)
-}
-
-/// `size_rule` returns the size the manifest allows when the file's length breaks it;
-/// `sha256: None` leaves the contents unhashed.
-fn verify_file(
-    dir: &Path,
-    item: &str,
-    relative: &str,
-    sha256: Option<&str>,
-    size_rule: impl Fn(u64) -> Option<u64>,
-) -> Result {
-    let file = open_in_core(dir, relative, item)?;
-    let unreadable =
-        |e: std::io::Error| E::FileUnreadable { item: item.into(), path: relative.into(), reason: e.to_string() };
-    let found = file.metadata().map_err(unreadable)?.len();
-    if let Some(declared) = size_rule(found) {
-        return Err(E::FileSize { item: item.into(), path: relative.into(), declared, found });
-    }
-    let Some(sha256) = sha256 else {
-        return Ok(());
-    };
-    let actual = hash_exactly(file, found).map_err(unreadable)?;
-    if actual != sha256 {
-        return Err(E::HashMismatch {
-            item: item.into(),
-            path: relative.into(),
-            kind: "SHA-256",
-            expected: sha256.into(),
-            found: actual,
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Whatever thread finishes first, the error is the first failing item's, and every
-    /// item is checked once.
-    #[test]
-    fn parallel_checks_report_the_first_failure_in_order() {
-        let items: Vec<usize> = (0..200).collect();
-        let checked = std::sync::atomic::AtomicUsize::new(0);
-        let verdict = in_parallel(&items, |&i| {
-            checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            match i % 7 == 3 || i == 150 {
-                true => Err(E::Unsettled { item: i.to_string(), what: "planted".into() }),
-                false => Ok(()),
-            }
-        });
-        assert!(matches!(verdict, Err(E::Unsettled { item, .. }) if item == "3"));
-        assert_eq!(checked.into_inner(), 200);
-        assert!(in_parallel(&items[..0], |_| Err(E::Unsettled { item: "x".into(), what: "y".into() })).is_ok());
-    }
 
     /// Every way a producer's figure can be wrong, each at its boundary.
     #[test]
@@ -842,33 +475,5 @@ mod tests {
         let figures = |n: usize| names[..n].iter().map(|n| (n.as_str(), 1.0)).collect::<Vec<_>>();
         assert!(check(&figures(MAX_PRODUCER_FIGURES)));
         assert!(!check(&figures(MAX_PRODUCER_FIGURES + 1)));
-    }
-
-    /// Pieces longer than the read buffer, and not a multiple of it, are hashed to exactly
-    /// their end: a whole v2 file and a v3 chunk in the middle of one.
-    #[test]
-    fn a_piece_is_hashed_to_exactly_its_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes: Vec<u8> = (0..(3u64 << 20) + 123).map(|i| (i * 7 % 251) as u8).collect();
-        std::fs::write(dir.path().join("s.bin"), &bytes).unwrap();
-        let sha256 = crate::format::hash_hex(&bytes[..]).unwrap();
-        let shard = Shard { index: 0, offset: 0, size: 4 << 20, file: "s.bin".into(), sha256: None, chunks: None };
-        let middle = (1u64 << 20) + 5..(2u64 << 20) + 700;
-        let chunk = crate::format::digest::chunk_digests(&bytes[middle.start as usize..middle.end as usize], 1 << 30);
-        let pieces = [(0..bytes.len() as u64, None, sha256.as_str()), (middle, Some(1), chunk.xxh3_128[0].as_str())];
-        for (range, chunk, expected) in pieces {
-            let piece = Piece { shard: &shard, bytes: range.clone(), chunk, expected };
-            assert!(verify_piece(dir.path(), &piece).is_ok(), "{range:?}");
-            let wrong = "0".repeat(expected.len());
-            let piece = Piece { shard: &shard, bytes: range, chunk, expected: &wrong };
-            assert!(matches!(verify_piece(dir.path(), &piece), Err(E::HashMismatch { .. })));
-        }
-    }
-
-    /// At the boundary without a 1 GiB file: hashing one would take the CPU suite seconds.
-    #[test]
-    fn a_module_of_exactly_the_limit_is_allowed() {
-        assert_eq!(module_too_large(MAX_MODULE_BYTES), None);
-        assert_eq!(module_too_large(MAX_MODULE_BYTES + 1), Some(MAX_MODULE_BYTES));
     }
 }

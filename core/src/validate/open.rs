@@ -1,0 +1,53 @@
+//! A core directory that passed every rule: what replay and qualification take.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    errors::{CoreError, ValidationError},
+    format::{open_in_core, read_manifest, Manifest},
+};
+
+/// A core directory whose manifest and files passed every validation rule.
+#[derive(Debug)]
+pub struct Core {
+    dir: PathBuf,
+    manifest: Manifest,
+}
+
+impl Core {
+    /// Reads, validates and verifies the core in `dir`, hashing every file. A core that
+    /// fails here must never reach a GPU.
+    pub fn open(dir: &Path) -> Result<Self, CoreError> {
+        Self::open_with(dir, super::ShardContents::Hashed)
+    }
+
+    /// As [`Core::open`], but shard contents are left for the upload to hash, on the very
+    /// bytes it copies (`replay` always does), so each shard byte is read once. Every other
+    /// rule, shard sizes and regular files included, is checked here.
+    pub fn open_for_upload(dir: &Path) -> Result<Self, CoreError> {
+        Self::open_with(dir, super::ShardContents::HashedOnUpload)
+    }
+
+    fn open_with(dir: &Path, shards: super::ShardContents) -> Result<Self, CoreError> {
+        let manifest = read_manifest(dir)?;
+        super::manifest(&manifest)?;
+        super::files(&manifest, dir, shards)?;
+        Ok(Self { dir: dir.to_owned(), manifest })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
+    pub fn open_file(&self, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
+        open_in_core(&self.dir, relative, item)
+    }
+}
