@@ -139,6 +139,7 @@ mod tests {
         let z = a.allocate(2 * ALIGN, false).unwrap();
         assert_eq!((x, y, z), (BASE, BASE + ALIGN, BASE + 2 * ALIGN));
         assert!(matches!(a.allocate(1, false), Err(AllocError::Exhausted { free: 0, .. })));
+        assert!(a.free.is_empty(), "an exact fit leaves no empty range behind: {:?}", a.free);
         a.free(x, false).unwrap();
         a.free(z, false).unwrap();
         assert_eq!(a.free, BTreeMap::from([(0, ALIGN), (2 * ALIGN, 2 * ALIGN)]), "apart while y holds the middle");

@@ -128,7 +128,7 @@ pub fn export(
         nodes: manifest.templates.iter().map(|t| t.nodes.len()).sum(),
         kernel_nodes: kernels.by_node.len(),
         kernel_nodes_by_route: BTreeMap::from([("cupti-module-loaded", kernels.by_node.len())]),
-        kernel_nodes_by_library: by_library(&manifest, &kernels),
+        kernel_nodes_by_library: by_library(&modules, &kernels),
         images_recorded: images.len(),
         images_tied_to_module_loads: images.iter().filter(|i| !i.modules.is_empty()).count(),
         modules: manifest.modules.len(),
@@ -200,14 +200,15 @@ impl Kernels {
     }
 }
 
-fn by_library(m: &Manifest, kernels: &Kernels) -> BTreeMap<String, usize> {
-    let library = |id: &String| {
-        let module = m.modules.iter().find(|module| &module.id == id);
-        module.and_then(|module| module.provenance.as_ref()).map_or("unknown".into(), |p| p.library.clone())
-    };
+/// Kernel nodes counted by the library that loaded their module's image.
+fn by_library(modules: &[ModuleImage], kernels: &Kernels) -> BTreeMap<String, usize> {
+    let library: HashMap<&str, &str> = modules
+        .iter()
+        .map(|m| (m.id.as_str(), m.provenance.as_ref().map_or("unknown", |p| p.library.as_str())))
+        .collect();
     let mut counts = BTreeMap::new();
     for id in kernels.by_node.values() {
-        *counts.entry(library(id)).or_insert(0) += 1;
+        *counts.entry(library.get(id.as_str()).copied().unwrap_or("unknown").to_owned()).or_insert(0) += 1;
     }
     counts
 }
@@ -308,5 +309,29 @@ mod tests {
         );
         assert_eq!(refused, said);
         assert_eq!(module_id(&cubin), format!("m{}", &cubin.sha256[..16]));
+    }
+
+    /// Each module the templates use is its image's bytes, kind and loader, once; kernel
+    /// nodes are counted by the library that loaded their module.
+    #[test]
+    fn modules_carry_their_images_and_nodes_count_by_library() {
+        let mut cublas = image(b"\x7fELF\x02\x01\x01\x33gemm");
+        cublas.loaders.insert("/opt/lib/libcublasLt.so.13".into());
+        let images = [image(b".version 8.0\n.target sm_90"), cublas];
+        let (ptx, elf) = (module_id(&images[0]), module_id(&images[1]));
+        let functions = BTreeMap::from([(ptx.clone(), (0, BTreeMap::new())), (elf.clone(), (1, BTreeMap::new()))]);
+        let by_node = HashMap::from([((0, 0), elf.clone()), ((0, 1), ptx.clone()), ((1, 0), elf.clone())]);
+        let kernels = Kernels { by_node, functions };
+        let modules = kernels.modules(&images).unwrap();
+        // Modules come in id order.
+        let got: Vec<_> = modules.iter().map(|m| (m.id.clone(), m.kind, m.image.len())).collect();
+        let (ptx_row, elf_row) =
+            ((ptx, ModuleKind::Ptx, images[0].bytes.len()), (elf, ModuleKind::Cubin, images[1].bytes.len()));
+        let want = if ptx_row.0 < elf_row.0 { vec![ptx_row, elf_row] } else { vec![elf_row, ptx_row] };
+        assert_eq!(got, want);
+        let libraries: Vec<_> = modules.iter().map(|m| m.provenance.as_ref().map(|p| p.library.clone())).collect();
+        assert!(libraries.contains(&Some("libcublasLt.so.13".into())) && libraries.contains(&None), "{libraries:?}");
+        let counted = by_library(&modules, &kernels);
+        assert_eq!(counted, BTreeMap::from([("libcublasLt.so.13".into(), 2), ("unknown".into(), 1)]));
     }
 }
