@@ -14,6 +14,7 @@ pub mod expectations;
 mod gpu;
 pub mod mock;
 pub mod qualify;
+mod rebuilt;
 pub mod replay;
 
 pub use case::{

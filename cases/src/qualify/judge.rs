@@ -12,9 +12,12 @@ use std::{
 use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
+    format::Template,
     replay::{
-        replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, StageFailure, StartError, Started,
+        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, StageFailure,
+        StartError, Started,
     },
+    Core,
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
@@ -23,6 +26,7 @@ use super::{core_cases, Budget, CoreDir, Profile};
 type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
+    rebuilt::template_restored,
     replay::native::{digests_match, replay_metrics, start_metrics, start_stages, within_reference},
     Case, Metrics, Verdict,
 };
@@ -145,8 +149,36 @@ fn judge(
     }
     let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
     match replayed {
-        Ok(report) => judge_replay(v, &started, &report, profile, budgets),
+        Ok(report) => {
+            judge_replay(v, &started, &report, profile, budgets)?;
+            // The restore's arena mapping goes with its report, so the arena can be
+            // mapped again for the rebuild that is read back.
+            drop(report);
+            judge_attributes(v, core, ctx);
+            Ok(())
+        }
         Err(failure) => stopped(v, &templates, failure),
+    }
+}
+
+/// Every template rebuilt again by replay's own rebuild (the same node descriptions the
+/// restore built from) and read back from the driver against the manifest: each node,
+/// edge and function attribute, the first difference named. Not part of the restore's
+/// time.
+fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) {
+    let m = core.manifest();
+    let case = |t: &Template| format!("template={}/attributes", t.name);
+    match rebuild_only(core, ctx) {
+        Ok(rebuilt) => {
+            for (t, graph) in m.templates.iter().zip(&rebuilt.graphs) {
+                let restored = template_restored(m, t, graph, &rebuilt.functions);
+                v.set(&case(t), restored.map(|()| Metrics::new()).map_err(Verdict::Failed));
+            }
+        }
+        Err(e) => {
+            let why = format!("rebuild the templates again to read them back: {e}");
+            m.templates.iter().for_each(|t| v.set(&case(t), Err(Verdict::Failed(why.clone()))));
+        }
     }
 }
 
@@ -639,8 +671,13 @@ mod tests {
         let got = judged(&facts(false), |_, _| {});
         let not_passed: Vec<_> = got.iter().filter(|(_, s, _)| *s != Status::Passed).map(|(i, s, _)| (i, s)).collect();
         // The caller sets the stage cases and `restore` (with the metrics) around the
-        // templates; here they are left without a verdict after a completed restore.
-        let around: Vec<String> = ["map", "modules", "upload", "restore"].map(String::from).to_vec();
+        // templates, and each template's `attributes` from a rebuild read back on the
+        // device; here they are left without a verdict after a completed restore.
+        let around: Vec<String> = ["map", "modules", "upload", "template=a/attributes", "template=b/attributes"]
+            .into_iter()
+            .chain(["template=c/attributes", "restore"])
+            .map(String::from)
+            .collect();
         assert_eq!(not_passed, around.iter().map(|i| (i, &Status::Failed)).collect::<Vec<_>>());
     }
 

@@ -54,7 +54,7 @@ pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
 pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, rank: Option<u32>) -> Vec<Case> {
     let mut suffixes: Vec<String> = rank.map(|_| "device".to_owned()).into_iter().collect();
     suffixes.extend(["map", "modules", "upload"].map(String::from));
-    for stage in ["rebuild", "instantiate", "outputs"] {
+    for stage in ["rebuild", "instantiate", "attributes", "outputs"] {
         suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
     }
     suffixes.extend(
