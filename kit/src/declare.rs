@@ -70,6 +70,17 @@ pub struct Declared {
     pub compared: Vec<(String, Vec<String>)>,
 }
 
+impl Declared {
+    /// The buffers compared after `template` ran: each compared buffer declared for no
+    /// template in particular (every template writes it), or for this one.
+    pub fn compared_after<'d>(&'d self, template: &'d str) -> impl Iterator<Item = &'d str> + 'd {
+        self.compared
+            .iter()
+            .filter(move |(_, templates)| templates.is_empty() || templates.iter().any(|t| t == template))
+            .map(|(buffer, _)| buffer.as_str())
+    }
+}
+
 /// Declares every allocation as one buffer.
 pub fn declare(allocations: &Allocations, tensors: &[Tensor]) -> Result<Declared, KitError> {
     let mut named: Vec<(Block, &Tensor)> = Vec::new();
@@ -158,6 +169,9 @@ mod tests {
             declared.compared,
             [("kv-cache/k".to_string(), vec![]), ("output/logits".to_string(), vec!["b1".to_string()])]
         );
+        // The cache every template writes is compared after each; the logits after b1 only.
+        assert_eq!(declared.compared_after("b1").collect::<Vec<_>>(), ["kv-cache/k", "output/logits"]);
+        assert_eq!(declared.compared_after("b2").collect::<Vec<_>>(), ["kv-cache/k"]);
     }
 
     #[test]

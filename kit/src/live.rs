@@ -263,15 +263,12 @@ fn expectations(
         exec.launch(&stream)?;
         stream.synchronize()?;
         let mut outputs = Vec::new();
-        for (buffer, templates) in &declared.compared {
-            if !templates.is_empty() && !templates.contains(name) {
-                continue;
-            }
-            let b = m.buffers.iter().find(|b| &b.name == buffer).expect("compared buffers are declared");
+        for buffer in declared.compared_after(name) {
+            let b = m.buffers.iter().find(|b| b.name == buffer).expect("compared buffers are declared");
             // SAFETY: an arena buffer, as above.
             let bytes = unsafe { ctx.read(base + b.offset, b.size) }?;
             let sha256 = hash_hex(bytes.as_slice()).expect("hashing memory cannot fail");
-            outputs.push(OutputDigest { buffer: buffer.clone(), sha256 });
+            outputs.push(OutputDigest { buffer: buffer.to_owned(), sha256 });
         }
         if outputs.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
