@@ -14,7 +14,7 @@ use gnomon_core::{
     errors::ReplayError,
     format::Template,
     replay::{
-        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, StageFailure,
+        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, Stage, StageFailure,
         StartError, Started,
     },
     Core,
@@ -206,14 +206,10 @@ fn judge_replay(
     let core = &started.core;
     let mut stages = start_stages(started);
     stages.extend(report.stages.iter().copied());
-    let seconds = |names: &[&str]| stages.iter().filter(|(n, _)| names.contains(n)).map(|(_, s)| s).sum::<f64>();
-    for (case, names) in [
-        ("map", &["reserve-and-map"][..]),
-        ("upload", &["poison", "upload", "contents-check", "writable-copies"]),
-        ("modules", &["module-load"]),
-    ] {
+    let seconds = |case: &str| stages.iter().filter(|(s, _)| case_of(*s) == Some(case)).map(|(_, s)| s).sum::<f64>();
+    for case in STAGE_CASES {
         v.pass(case);
-        v.amend(case, |r| r.duration_s = seconds(names));
+        v.amend(case, |r| r.duration_s = seconds(case));
     }
     let facts = template_facts(core.manifest());
     let launched = Launched { outputs: &report.outputs, repoisoned: &report.repoisoned, launches: profile.launches };
@@ -446,7 +442,7 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
         }
         _ => Verdict::Failed(reason.to_owned()),
     };
-    for (i, case) in ["map", "modules", "upload"].into_iter().enumerate() {
+    for (i, case) in STAGE_CASES.into_iter().enumerate() {
         if i < phase {
             v.pass(case);
         } else if i == phase {
@@ -477,18 +473,28 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
     Err(format!("the restore stopped in stage `{stage}`: {said}"))
 }
 
+/// The cases of a restore's first stages, in the order they run.
+const STAGE_CASES: [&str; 3] = ["map", "modules", "upload"];
+
+/// The case of [`STAGE_CASES`] whose time a stage counts in; `None` for the others.
+fn case_of(stage: Stage) -> Option<&'static str> {
+    phase_of(stage).and_then(|phase| STAGE_CASES.get(phase).copied())
+}
+
 /// Restore stages in the order of the cases they decide: map, modules, upload, rebuild,
 /// instantiate, launches (a rebuild runs alongside the upload, and its failure is told
-/// after the upload's checks); `None` for the context check, which comes before them all.
-fn phase_of(stage: &str) -> Option<usize> {
+/// after the upload's checks); `None` for what comes before them all (the context check,
+/// opening the core) and for the replay cases' own steps after a restore. Exhaustive: a
+/// new stage must be placed here.
+fn phase_of(stage: Stage) -> Option<usize> {
     Some(match stage {
-        "context" => return None,
-        "reserve-and-map" => 0,
-        "module-load" => 1,
-        "poison" | "upload" | "contents-check" | "writable-copies" => 2,
-        "rebuild" => 3,
-        "instantiate" => 4,
-        _ => 5,
+        Stage::Context | Stage::Open | Stage::OpenAndContext | Stage::Compare | Stage::MeasureFloors => return None,
+        Stage::ReserveAndMap => 0,
+        Stage::ModuleLoad => 1,
+        Stage::Poison | Stage::Upload | Stage::ContentsCheck | Stage::WritableCopies => 2,
+        Stage::Rebuild => 3,
+        Stage::Instantiate | Stage::Handover => 4,
+        Stage::Reset | Stage::Launch | Stage::ReadOutputs | Stage::WeightsCheck | Stage::PoisonIndependence => 5,
     })
 }
 
@@ -515,7 +521,7 @@ mod tests {
     fn a_template_that_fails_to_rebuild_fails_alone_and_blocks_what_follows() {
         let error =
             ReplayError::Node { template: "b".into(), node: "n1".into(), source: CudaError::Unsupported("no".into()) };
-        let got = statuses(StageFailure { stage: "rebuild", template: Some("b".into()), error });
+        let got = statuses(StageFailure { stage: Stage::Rebuild, template: Some("b".into()), error });
         for passed in ["map", "upload", "modules", "template=a/rebuild"] {
             assert_eq!(status(&got, passed), Status::Passed, "{passed}");
         }
@@ -534,7 +540,7 @@ mod tests {
     /// are blocked; an address the driver will not give blocks the map instead.
     #[test]
     fn each_stage_fails_its_own_case() {
-        for (stage, own) in [("reserve-and-map", "map"), ("module-load", "modules"), ("contents-check", "upload")] {
+        for (stage, own) in [(Stage::ReserveAndMap, "map"), (Stage::ModuleLoad, "modules"), (Stage::ContentsCheck, "upload")] {
             let got = statuses(StageFailure { stage, template: None, error: unsupported() });
             let cases = ["map", "modules", "upload"];
             let at = cases.iter().position(|c| *c == own).unwrap();
@@ -549,7 +555,7 @@ mod tests {
             assert_eq!(status(&got, "template=a/rebuild"), Status::Blocked, "{stage}");
         }
         let far = CudaError::AddressNotHonoured { wanted: 1 << 41, got: 1 << 42, size: 1 << 26 };
-        let got = statuses(StageFailure { stage: "reserve-and-map", template: None, error: ReplayError::Cuda(far) });
+        let got = statuses(StageFailure { stage: Stage::ReserveAndMap, template: None, error: ReplayError::Cuda(far) });
         assert_eq!(status(&got, "map"), Status::Blocked);
     }
 
@@ -557,13 +563,13 @@ mod tests {
     /// those after are blocked; when the driver names none, every template's fails.
     #[test]
     fn instantiation_fails_the_template_at_fault() {
-        let got = statuses(StageFailure { stage: "instantiate", template: Some("b".into()), error: unsupported() });
+        let got = statuses(StageFailure { stage: Stage::Instantiate, template: Some("b".into()), error: unsupported() });
         let want = [("a", Status::Passed), ("b", Status::Failed), ("c", Status::Blocked)];
         for (t, s) in want {
             assert_eq!(status(&got, &format!("template={t}/instantiate")), s, "{t}");
             assert_eq!(status(&got, &format!("template={t}/rebuild")), Status::Passed, "{t}");
         }
-        let got = statuses(StageFailure { stage: "instantiate", template: None, error: unsupported() });
+        let got = statuses(StageFailure { stage: Stage::Instantiate, template: None, error: unsupported() });
         for t in ["a", "b", "c"] {
             assert_eq!(status(&got, &format!("template={t}/instantiate")), Status::Failed, "{t}");
         }
@@ -575,7 +581,7 @@ mod tests {
     fn the_context_check_leaves_every_case_unjudged() {
         let templates = ["a"].map(String::from);
         let mut v = Verdicts::new("qualify/x", core_cases("qualify/x", &templates, &Profile::default(), None));
-        let failure = StageFailure { stage: "context", template: None, error: unsupported() };
+        let failure = StageFailure { stage: Stage::Context, template: None, error: unsupported() };
         assert_eq!(stopped(&mut v, &templates, failure).unwrap_err(), "the core cannot run on this device: no");
     }
 
@@ -600,11 +606,11 @@ mod tests {
     #[test]
     fn a_weight_written_fails_weights_unchanged_and_a_failed_launch_fails_its_outputs() {
         let error = ReplayError::WeightWritten { template: "c".into(), buffer: "w".into() };
-        let got = statuses(StageFailure { stage: "weights-check", template: Some("c".into()), error });
+        let got = statuses(StageFailure { stage: Stage::WeightsCheck, template: Some("c".into()), error });
         assert!(got.contains(&("weights-unchanged".into(), Status::Failed)));
         assert!(got.contains(&("template=c/instantiate".into(), Status::Passed)));
         let error = ReplayError::Cuda(CudaError::Unsupported("launch failed".into()));
-        let got = statuses(StageFailure { stage: "launch", template: Some("b".into()), error });
+        let got = statuses(StageFailure { stage: Stage::Launch, template: Some("b".into()), error });
         assert!(got.contains(&("template=b/outputs".into(), Status::Failed)));
         assert!(got.contains(&("template=a/outputs".into(), Status::Blocked)));
     }

@@ -8,7 +8,7 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     replay::{
-        measure_floors, replay, shards_cached_fraction, start, Executables, Floors, OutputCheck, ReplayReport,
+        measure_floors, replay, shards_cached_fraction, start, Executables, Floors, OutputCheck, ReplayReport, Stage,
         StageTimes, StartError, Started,
     },
     shards::MIB,
@@ -72,23 +72,6 @@ impl StepOutcome {
 /// from storage: its read floor is measured cold.
 const COLD_BELOW: f64 = 0.5;
 
-/// The stages that take a core from disk to every template ready to launch; their sum is
-/// `restore-total-s`. A fresh process opens the core while it makes the context
-/// (`open-and-context`, each also alone as `restore-open-s` and `restore-context-s`); a
-/// direct handover has its context and only opens. The checks (`contents-check`,
-/// `weights-check`) are timed apart.
-const RESTORE_STAGES: [&str; 9] = [
-    "open",
-    "open-and-context",
-    "reserve-and-map",
-    "poison",
-    "upload",
-    "writable-copies",
-    "module-load",
-    "rebuild",
-    "instantiate",
-];
-
 /// The native side of a replay, timed stage by stage from `started`: `before` holds the
 /// stages already run (opening the core, making the context), the rest are replay's own
 /// and the comparison with the expectations and the CPU reference.
@@ -109,11 +92,11 @@ pub fn replay_and_check(
     let compared = Instant::now();
     let worst = check(core, &report)?;
     before.extend(report.stages.iter().copied());
-    before.push(("compare", compared.elapsed().as_secs_f64()));
+    before.push((Stage::Compare, compared.elapsed().as_secs_f64()));
     let measured_at = Instant::now();
     let floors = measure_floors(core, ctx, cached < COLD_BELOW)
         .map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
-    before.push(("measure-floors", measured_at.elapsed().as_secs_f64()));
+    before.push((Stage::MeasureFloors, measured_at.elapsed().as_secs_f64()));
     let mut metrics = replay_metrics(core, &report, Some(&floors), &before);
     metrics.extend([measured("shards-cached-fraction", cached, "1")]);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
@@ -133,15 +116,16 @@ pub(crate) fn replay_metrics(
     stages: &StageTimes,
 ) -> Metrics {
     let m = core.manifest();
-    let stage = |name: &str| stages.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s);
+    let stage = |wanted: Stage| stages.iter().find(|(n, _)| *n == wanted).map_or(0.0, |(_, s)| *s);
     let mut metrics: Metrics = stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
     let nodes: usize = m.templates.iter().map(|t| t.nodes.len()).sum();
-    let upload_gbps = report.uploaded.bytes as f64 / stage("upload") / 1e9;
+    let upload_gbps = report.uploaded.bytes as f64 / stage(Stage::Upload) / 1e9;
+    let total: f64 = Stage::RESTORE.iter().map(|&s| stage(s)).sum();
     metrics.extend([
-        measured("restore-total-s", RESTORE_STAGES.iter().map(|s| stage(s)).sum::<f64>(), "s"),
+        measured("restore-total-s", total, "s"),
         measured("restore-first-launch-s", report.first_launch_s, "s"),
         measured("restore-launch-kernels-s", report.kernels_s, "s"),
-        measured("restore-launch-overhead-s", (stage("launch") - report.kernels_s).max(0.0), "s"),
+        measured("restore-launch-overhead-s", (stage(Stage::Launch) - report.kernels_s).max(0.0), "s"),
         measured("graphs", m.templates.len() as f64, "1"),
         measured("nodes", nodes as f64, "1"),
         measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),
@@ -155,7 +139,7 @@ pub(crate) fn replay_metrics(
     // Templates are built alongside the upload and after it; the time spent building,
     // wherever, and the instantiation left once the last was built make them ready.
     let rebuilt = report.building_s > 0.0;
-    let ready = report.building_s + stage("instantiate");
+    let ready = report.building_s + stage(Stage::Instantiate);
     if rebuilt {
         metrics.extend([
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
@@ -169,7 +153,6 @@ pub(crate) fn replay_metrics(
         // it rebuilt, its nodes at the driver's own cost.
         let node_floor_s = if rebuilt { nodes as f64 * floors.driver_us_per_node / 1e6 } else { 0.0 };
         let floor_s = report.uploaded.bytes as f64 / (floor_gbps * 1e9) + node_floor_s;
-        let total: f64 = RESTORE_STAGES.iter().map(|s| stage(s)).sum();
         metrics.extend([
             measured("read-floor-gbps", floors.read_gbps, "GB/s"),
             measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
@@ -271,7 +254,7 @@ fn open_and_replay(dir: &Path) -> Result<Metrics, Verdict> {
 /// The stage a fresh process's start counts in `restore-total-s`: the wall of opening the
 /// core and making the context at once.
 pub(crate) fn start_stages(s: &Started) -> StageTimes {
-    vec![("open-and-context", s.wall_s)]
+    vec![(Stage::OpenAndContext, s.wall_s)]
 }
 
 /// What opening the core and making the context took, each alone.
@@ -281,10 +264,10 @@ pub(crate) fn start_metrics(s: &Started) -> [(String, Metric); 2] {
 
 /// Opens a core (parse, validate, sizes and module hashes; shard contents are hashed as
 /// they are uploaded); returns it with the `open` stage.
-pub fn open_timed(dir: &Path) -> Result<(Core, (&'static str, f64)), Verdict> {
+pub fn open_timed(dir: &Path) -> Result<(Core, (Stage, f64)), Verdict> {
     let started = Instant::now();
     let core = Core::open_for_upload(dir).map_err(|e| Verdict::Failed(format!("core refused: {e}")))?;
-    Ok((core, ("open", started.elapsed().as_secs_f64())))
+    Ok((core, (Stage::Open, started.elapsed().as_secs_f64())))
 }
 
 /// `gnomon export WORKLOAD --out DIR`: writes the core of a built-in workload, as the

@@ -13,6 +13,7 @@
 mod checksum;
 mod floors;
 mod rebuild;
+mod stage;
 mod start;
 mod upload;
 
@@ -22,6 +23,7 @@ use bytesize::ByteSize;
 
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use rebuild::Functions;
+pub use stage::Stage;
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
@@ -41,7 +43,7 @@ use crate::{
 const READY: (Overlap, usize) = (Overlap::WhileBuilding, 1);
 
 /// Seconds per stage, in the order the stages first ran.
-pub type StageTimes = Vec<(&'static str, f64)>;
+pub type StageTimes = Vec<(Stage, f64)>;
 
 /// One output buffer after one launch of its template.
 #[derive(Clone, Debug)]
@@ -133,7 +135,7 @@ impl Default for Launches {
 /// Where a replay stopped: the stage, the template at fault when there is one, the error.
 #[derive(Debug)]
 pub struct StageFailure {
-    pub stage: &'static str,
+    pub stage: Stage,
     pub template: Option<String>,
     pub error: ReplayError,
 }
@@ -149,7 +151,7 @@ pub fn replay_launching(
     let mut stages = Stages::default();
     restore_and_launch(core, ctx, executables, launches, &mut stages).map_err(|error| StageFailure {
         // Only the context check runs outside a stage.
-        stage: stages.failed.unwrap_or("context"),
+        stage: stages.failed.unwrap_or(Stage::Context),
         template: error.template().map(str::to_owned).or(stages.template),
         error,
     })
@@ -165,33 +167,33 @@ fn restore_and_launch(
     let m = core.manifest();
     check_context(m, ctx)?;
     let handed = matches!(executables, Executables::Handed(_));
-    let mapping = stages.time("reserve-and-map", || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
+    let mapping = stages.time(Stage::ReserveAndMap, || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     // The order of the stages is the order of the qualification cases they decide: map,
     // modules, upload, rebuild, instantiate. A rebuild happens alongside the upload, in
     // the moments the upload waits, and its failure is told after the upload's checks.
     let rebuild_with = match &executables {
-        Executables::Rebuild => Some(stages.time("module-load", || load_modules(core, ctx))?),
+        Executables::Rebuild => Some(stages.time(Stage::ModuleLoad, || load_modules(core, ctx))?),
         Executables::Handed(_) => None,
     };
-    stages.time("poison", || poison(m, ctx))?;
+    stages.time(Stage::Poison, || poison(m, ctx))?;
     let (uploaded, rebuilt) = match (executables, rebuild_with) {
         (Executables::Handed(execs), _) => {
-            (stages.time("upload", || upload::shards(core, ctx, Staging::default()))?, Ok(execs))
+            (stages.time(Stage::Upload, || upload::shards(core, ctx, Staging::default()))?, Ok(execs))
         }
         (Executables::Rebuild, functions) => {
             upload_and_rebuild(core, ctx, &functions.expect("loaded for a rebuild"), stages)?
         }
     };
     // Loaded for the checks (contents here, weights after the launches), timed with them.
-    let checksummer = stages.time("weights-check", || checksum::Checksummer::new(ctx))?;
-    stages.time("contents-check", || check_contents(m, ctx, &checksummer))?;
-    let arena = stages.time("writable-copies", || Restored::new(ctx, m, mapping))?;
+    let checksummer = stages.time(Stage::WeightsCheck, || checksum::Checksummer::new(ctx))?;
+    stages.time(Stage::ContentsCheck, || check_contents(m, ctx, &checksummer))?;
+    let arena = stages.time(Stage::WritableCopies, || Restored::new(ctx, m, mapping))?;
     let executables = rebuilt.map_err(|(stage, e)| {
         stages.fail(stage);
         e
     })?;
     // Every step after the context check runs in a named stage, so a failure says where.
-    let plan = stages.time(if handed { "handover" } else { "instantiate" }, || plan(m, executables))?;
+    let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
@@ -199,7 +201,7 @@ fn restore_and_launch(
         let started = Instant::now();
         arena.poison_undefined(SECOND_POISON)?;
         repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.outputs;
-        stages.add("poison-independence", started.elapsed().as_secs_f64());
+        stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
     let building_s = stages.building_s;
@@ -208,7 +210,7 @@ fn restore_and_launch(
 }
 
 /// The executables of a rebuild, or the stage that failed and why.
-type RebuildOutcome = Result<Vec<GraphExec>, (&'static str, ReplayError)>;
+type RebuildOutcome = Result<Vec<GraphExec>, (Stage, ReplayError)>;
 
 /// Streams the shards up while this thread builds every template in the moments the
 /// upload waits, each instantiated on replay's threads as soon as it is built. Stages:
@@ -231,11 +233,11 @@ fn upload_and_rebuild(
     });
     let wall = started.elapsed().as_secs_f64();
     let built_s = ready.as_ref().map_or(wall, |r| r.built_s).max(upload_s);
-    stages.add("upload", upload_s);
-    stages.add("rebuild", built_s - upload_s);
-    stages.add("instantiate", wall - built_s);
+    stages.add(Stage::Upload, upload_s);
+    stages.add(Stage::Rebuild, built_s - upload_s);
+    stages.add(Stage::Instantiate, wall - built_s);
     stages.building_s = ready.as_ref().map_or(0.0, |r| r.building_s);
-    let uploaded = uploaded.inspect_err(|_| stages.fail("upload"))?;
+    let uploaded = uploaded.inspect_err(|_| stages.fail(Stage::Upload))?;
     let named = |r: crate::cuda::Ready| r.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
     Ok((uploaded, ready.map(named)))
 }
@@ -272,14 +274,14 @@ pub fn measure_floors(core: &Core, ctx: &Context, cold: bool) -> Result<Floors, 
 #[derive(Default)]
 struct Stages {
     times: StageTimes,
-    failed: Option<&'static str>,
+    failed: Option<Stage>,
     template: Option<String>,
     /// Seconds spent building templates, alongside the upload or after it.
     building_s: f64,
 }
 
 impl Stages {
-    fn add(&mut self, name: &'static str, seconds: f64) {
+    fn add(&mut self, name: Stage, seconds: f64) {
         match self.times.iter_mut().find(|(n, _)| *n == name) {
             Some((_, total)) => *total += seconds,
             None => self.times.push((name, seconds)),
@@ -287,11 +289,11 @@ impl Stages {
     }
 
     /// Marks `stage` as where the replay stopped, unless an earlier one was.
-    fn fail(&mut self, stage: &'static str) {
+    fn fail(&mut self, stage: Stage) {
         self.failed.get_or_insert(stage);
     }
 
-    fn time<T, E>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    fn time<T, E>(&mut self, name: Stage, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let started = Instant::now();
         let result = f();
         self.add(name, started.elapsed().as_secs_f64());
@@ -498,7 +500,7 @@ fn launch_all(
     stages: &mut Stages,
 ) -> Result<Launched, ReplayError> {
     let (m, stream) = (core.manifest(), ctx.stream()?);
-    let weights = stages.time("weights-check", || Weights::loaded(m, arena, checksummer, &stream))?;
+    let weights = stages.time(Stage::WeightsCheck, || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
     let mut outputs = Vec::new();
@@ -507,8 +509,8 @@ fn launch_all(
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
     {
         stages.template = Some(template.name.clone());
-        stages.time("reset", || arena.reset(&stream))?;
-        let launched = stages.time("launch", || {
+        stages.time(Stage::Reset, || arena.reset(&stream))?;
+        let launched = stages.time(Stage::Launch, || {
             stream.record(&start)?;
             exec.launch(&stream)?;
             stream.record(&end)?;
@@ -517,12 +519,12 @@ fn launch_all(
         })?;
         first_launch.get_or_insert(launched as f64 / 1e3);
         kernels_ms += launched as f64;
-        stages.time("read-outputs", || {
+        stages.time(Stage::ReadOutputs, || {
             read_outputs(ctx, expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
         })?;
     }
     stages.template = None;
-    stages.time("weights-check", || match weights.changed(&stream)? {
+    stages.time(Stage::WeightsCheck, || match weights.changed(&stream)? {
         changed if changed.is_empty() => Ok(()),
         changed => Err(weights.writer(core, ctx, arena, plan, &changed, &stream)),
     })?;

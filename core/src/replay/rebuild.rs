@@ -11,6 +11,7 @@ use crate::{
     },
     errors::{KernelNodeError, ReplayError},
     format::{Buffer, BufferRef, Manifest, Node, NodeOp, Template},
+    replay::Stage,
     validate::recorded_flags,
 };
 
@@ -34,18 +35,18 @@ pub fn ready<T>(
     functions: &Functions,
     how: (Overlap, usize),
     alongside: impl FnOnce(&mut dyn FnMut() -> bool) -> T,
-) -> (T, Result<Ready, (&'static str, ReplayError)>) {
+) -> (T, Result<Ready, (Stage, ReplayError)>) {
     let (specs, orders, kept) = match describe_all(m, functions) {
         Ok(described) => described,
-        Err(e) => return (alongside(&mut || false), Err(("rebuild", e))),
+        Err(e) => return (alongside(&mut || false), Err((Stage::Rebuild, e))),
     };
     let flags: Vec<u64> =
         m.templates.iter().map(|t| recorded_flags(&t.flags).expect("validated flags").bits()).collect();
     // SAFETY: as in `templates`.
     let (value, ready) = unsafe { build_and_instantiate(ctx, &specs, kept, &flags, how, alongside) };
     let ready = ready.map_err(|failure| match failure {
-        ReadyFailure::Build(f) => ("rebuild", refused(m, &orders, f)),
-        ReadyFailure::Instantiate(e) => ("instantiate", e.into()),
+        ReadyFailure::Build(f) => (Stage::Rebuild, refused(m, &orders, f)),
+        ReadyFailure::Instantiate(e) => (Stage::Instantiate, e.into()),
     });
     (value, ready)
 }
