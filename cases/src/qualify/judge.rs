@@ -540,7 +540,9 @@ mod tests {
     /// are blocked; an address the driver will not give blocks the map instead.
     #[test]
     fn each_stage_fails_its_own_case() {
-        for (stage, own) in [(Stage::ReserveAndMap, "map"), (Stage::ModuleLoad, "modules"), (Stage::ContentsCheck, "upload")] {
+        for (stage, own) in
+            [(Stage::ReserveAndMap, "map"), (Stage::ModuleLoad, "modules"), (Stage::ContentsCheck, "upload")]
+        {
             let got = statuses(StageFailure { stage, template: None, error: unsupported() });
             let cases = ["map", "modules", "upload"];
             let at = cases.iter().position(|c| *c == own).unwrap();
@@ -563,7 +565,8 @@ mod tests {
     /// those after are blocked; when the driver names none, every template's fails.
     #[test]
     fn instantiation_fails_the_template_at_fault() {
-        let got = statuses(StageFailure { stage: Stage::Instantiate, template: Some("b".into()), error: unsupported() });
+        let got =
+            statuses(StageFailure { stage: Stage::Instantiate, template: Some("b".into()), error: unsupported() });
         let want = [("a", Status::Passed), ("b", Status::Failed), ("c", Status::Blocked)];
         for (t, s) in want {
             assert_eq!(status(&got, &format!("template={t}/instantiate")), s, "{t}");

@@ -27,8 +27,8 @@ const PARALLEL_FROM_BYTES: usize = 1 << 20;
 pub(super) fn templates<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Template>, D::Error> {
     let texts: Vec<Box<RawValue>> = Vec::deserialize(deserializer)?;
     let bytes: usize = texts.iter().map(|t| t.get().len()).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16);
-    let threads = if bytes < PARALLEL_FROM_BYTES { 1 } else { cores.min(texts.len()) };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = parsing_threads(bytes, texts.len(), cores);
     let parse = |text: &RawValue| serde_json::from_str::<Template>(text.get());
     let parsed: Vec<Result<Template, serde_json::Error>> = if threads <= 1 {
         texts.iter().map(|t| parse(t)).collect()
@@ -50,6 +50,15 @@ pub(super) fn templates<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Ve
         parsed.map_err(|e| de::Error::custom(format!("template {i}: {e} (within the template)")))
     };
     parsed.into_iter().enumerate().map(named).collect()
+}
+
+/// How many threads parse `templates` templates of `bytes` of text on `cores` cores: one
+/// below [`PARALLEL_FROM_BYTES`], else a thread a template up to the cores, at most 16.
+fn parsing_threads(bytes: usize, templates: usize, cores: usize) -> usize {
+    match bytes < PARALLEL_FROM_BYTES {
+        true => 1,
+        false => cores.min(16).min(templates),
+    }
 }
 
 const TAG: &str = "kind";
@@ -127,7 +136,17 @@ impl<'de> Visitor<'de> for OpVisitor {
 
 #[cfg(test)]
 mod tests {
-    use super::NodeOp;
+    use super::{parsing_threads, NodeOp, PARALLEL_FROM_BYTES};
+
+    #[test]
+    fn a_thread_a_template_up_to_the_cores_from_one_mib() {
+        let mib = PARALLEL_FROM_BYTES;
+        assert_eq!(mib, 1 << 20);
+        assert_eq!(parsing_threads(mib - 1, 100, 8), 1, "below a MiB, one thread");
+        assert_eq!(parsing_threads(mib, 100, 8), 8, "from a MiB, every core");
+        assert_eq!(parsing_threads(mib, 3, 8), 3, "no more threads than templates");
+        assert_eq!(parsing_threads(64 * mib, 1000, 64), 16, "at most 16");
+    }
 
     fn read(json: &str) -> Result<NodeOp, String> {
         serde_json::from_str(json).map_err(|e| e.to_string())
