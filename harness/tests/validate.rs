@@ -21,6 +21,17 @@ fn copy_golden(to: &Path) {
     }
 }
 
+/// A copy of the golden core whose manifest `edit` changed.
+fn golden_edited(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_golden(tmp.path());
+    let path = tmp.path().join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut manifest);
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    tmp
+}
+
 #[test]
 fn the_golden_core_is_valid_with_its_account() {
     let (code, stdout) = validate(&[GOLDEN]);
@@ -71,12 +82,7 @@ fn a_missing_core_is_unreadable() {
 /// refused core can never show "valid" on a terminal.
 #[test]
 fn a_hostile_name_cannot_make_a_refused_core_look_valid() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_golden(tmp.path());
-    let path = tmp.path().join("manifest.json");
-    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    manifest["expectations"][0]["template"] = "x\u{1b}[2K\r\ncore: valid".into();
-    std::fs::write(&path, manifest.to_string()).unwrap();
+    let tmp = golden_edited(|manifest| manifest["expectations"][0]["template"] = "x\u{1b}[2K\r\ncore: valid".into());
     let (code, stdout) = validate(&[tmp.path().to_str().unwrap()]);
     assert_eq!(code, Some(exit_codes::CASES_FAILED), "{stdout}");
     assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r'), "{stdout:?}");
@@ -89,13 +95,10 @@ fn a_hostile_name_cannot_make_a_refused_core_look_valid() {
 /// the cursor.
 #[test]
 fn a_hostile_name_in_a_valid_core_stays_inside_its_account_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_golden(tmp.path());
-    let path = tmp.path().join("manifest.json");
-    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    manifest["context"]["device-name"] = "H200\u{1b}[2K\r\n/other/core: refused".into();
-    manifest["context"]["producer"]["name"] = "exporter\u{7}\n".into();
-    std::fs::write(&path, manifest.to_string()).unwrap();
+    let tmp = golden_edited(|manifest| {
+        manifest["context"]["device-name"] = "H200\u{1b}[2K\r\n/other/core: refused".into();
+        manifest["context"]["producer"]["name"] = "exporter\u{7}\n".into();
+    });
     let (code, stdout) = validate(&[tmp.path().to_str().unwrap()]);
     assert_eq!(code, Some(exit_codes::SUCCESS), "{stdout}");
     assert!(!stdout.contains('\u{1b}') && !stdout.contains('\r') && !stdout.contains('\u{7}'), "{stdout:?}");
