@@ -14,7 +14,7 @@ use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, RetainedGraph},
     export::{Exporter, ModuleImage},
     format::{
-        hash_hex, Arena, BufferContents, BufferRole, Context as CoreContext, Expectation, Manifest, ModuleKind,
+        hash_hex, Arena, Buffer, BufferContents, BufferRole, Context as CoreContext, Expectation, Manifest, ModuleKind,
         OutputDigest, Producer, RecordedFlags,
     },
     record::{image_of, images_by_entries, provenance, ImageRecorder, LoadedImage},
@@ -229,9 +229,40 @@ fn image_kind(image: &LoadedImage) -> Result<ModuleKind, KitError> {
     }
 }
 
-/// Launches each template once from the core's state, as replay does before each launch:
-/// writable stored buffers as snapshotted, undefined ones poisoned. Returns the digest of
-/// every compared buffer of each template.
+/// The device ranges (address, bytes) that replay sets before each launch: the writable
+/// stored buffers, put back as snapshotted, and the undefined ones, poisoned.
+#[derive(Debug, PartialEq)]
+struct LaunchState {
+    restored: Vec<(u64, u64)>,
+    poisoned: Vec<(u64, u64)>,
+}
+
+impl LaunchState {
+    fn of(m: &Manifest) -> Self {
+        let ranges = |keep: &dyn Fn(&Buffer) -> bool| {
+            m.buffers.iter().filter(|b| keep(b)).map(|b| (m.arena.base + b.offset, b.size)).collect()
+        };
+        Self {
+            restored: ranges(&|b| b.role != BufferRole::Weight && b.contents == BufferContents::Stored),
+            poisoned: ranges(&|b| b.contents == BufferContents::Undefined),
+        }
+    }
+}
+
+/// Each buffer compared after `template`: its name, device address and bytes.
+fn compared_ranges<'d>(m: &Manifest, declared: &'d Declared, template: &'d str) -> Vec<(&'d str, u64, u64)> {
+    let by_name: HashMap<&str, &Buffer> = m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
+    declared
+        .compared_after(template)
+        .map(|name| {
+            let b = by_name.get(name).expect("compared buffers are declared");
+            (name, m.arena.base + b.offset, b.size)
+        })
+        .collect()
+}
+
+/// Launches each template once from the core's state ([`LaunchState`]), as replay does
+/// before each launch. Returns the digest of every compared buffer of each template.
 fn expectations(
     ctx: &Context,
     m: &Manifest,
@@ -240,34 +271,33 @@ fn expectations(
     declared: &Declared,
 ) -> Result<Vec<Expectation>, KitError> {
     let stream = ctx.stream()?;
-    let base = m.arena.base;
+    let state = LaunchState::of(m);
     let mut copies = Vec::new();
-    for b in m.buffers.iter().filter(|b| b.role != BufferRole::Weight && b.contents == BufferContents::Stored) {
-        let copy = ctx.alloc(b.size)?;
-        // SAFETY: the buffer lies in the arena, mapped while the caller holds the mapping;
-        // `copy` has the buffer's size.
-        unsafe { stream.copy(copy.ptr(), base + b.offset, b.size) }?;
-        copies.push((b, copy));
+    for &(address, bytes) in &state.restored {
+        let copy = ctx.alloc(bytes)?;
+        // SAFETY: the range is a buffer of the arena, mapped while the caller holds the
+        // mapping; `copy` has its size.
+        unsafe { stream.copy(copy.ptr(), address, bytes) }?;
+        copies.push((address, bytes, copy));
     }
     let mut expectations = Vec::new();
     for (name, graph) in graphs {
         let exec = graph.instantiate(flags)?;
-        for (b, copy) in &copies {
+        for (address, bytes, copy) in &copies {
             // SAFETY: as above, in the other direction.
-            unsafe { stream.copy(base + b.offset, copy.ptr(), b.size) }?;
+            unsafe { stream.copy(*address, copy.ptr(), *bytes) }?;
         }
-        for b in m.buffers.iter().filter(|b| b.contents == BufferContents::Undefined) {
+        for &(address, bytes) in &state.poisoned {
             // SAFETY: an arena buffer, as above.
-            unsafe { stream.memset_u8(base + b.offset, POISON, b.size) }?;
+            unsafe { stream.memset_u8(address, POISON, bytes) }?;
         }
         exec.launch(&stream)?;
         stream.synchronize()?;
         let mut outputs = Vec::new();
-        for buffer in declared.compared_after(name) {
-            let b = m.buffers.iter().find(|b| b.name == buffer).expect("compared buffers are declared");
+        for (buffer, address, bytes) in compared_ranges(m, declared, name) {
             // SAFETY: an arena buffer, as above.
-            let bytes = unsafe { ctx.read(base + b.offset, b.size) }?;
-            let sha256 = hash_hex(bytes.as_slice()).expect("hashing memory cannot fail");
+            let read = unsafe { ctx.read(address, bytes) }?;
+            let sha256 = hash_hex(read.as_slice()).expect("hashing memory cannot fail");
             outputs.push(OutputDigest { buffer: buffer.to_owned(), sha256 });
         }
         if outputs.is_empty() {
@@ -306,6 +336,28 @@ mod tests {
         );
         assert_eq!(refused, said);
         assert_eq!(module_id(&cubin), format!("m{}", &cubin.sha256[..16]));
+    }
+
+    /// Before each launch the writable stored buffers are put back and the undefined ones
+    /// poisoned, at their device addresses; weights are left alone. After a template, what
+    /// is compared for it is read, at its address.
+    #[test]
+    fn what_each_launch_starts_from_and_what_it_reads() {
+        let m = gnomon_fixtures::sample::v2_features().manifest;
+        let at = |name: &str| {
+            let b = m.buffers.iter().find(|b| b.name == name).unwrap();
+            (m.arena.base + b.offset, b.size)
+        };
+        // x is a stored input, y a zeroed output, w a weight, tmp undefined scratch.
+        let state = LaunchState::of(&m);
+        assert_eq!(state, LaunchState { restored: vec![at("x")], poisoned: vec![at("tmp")] });
+        let declared = Declared {
+            buffers: Vec::new(),
+            compared: vec![("y".into(), vec!["decode-b1".into()]), ("x".into(), vec![])],
+        };
+        let (y, x) = (at("y"), at("x"));
+        assert_eq!(compared_ranges(&m, &declared, "decode-b1"), [("y", y.0, y.1), ("x", x.0, x.1)]);
+        assert_eq!(compared_ranges(&m, &declared, "prefill-b2"), [("x", x.0, x.1)]);
     }
 
     /// Each module the templates use is its image's bytes, kind and loader, once; kernel
