@@ -149,6 +149,9 @@ fn a_filter_establishes_no_claim_it_left_cases_of() {
     let out = gnomon(&["run", "cpu/", "--report-dir", dir.to_str().unwrap()]);
     assert!(out.status.success());
     let report = Report::parse(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    // The run says which it was and when it started (RFC 3339), whatever its selection.
+    assert!(humantime::parse_rfc3339(&report.run.started_at).is_ok(), "{}", report.run.started_at);
+    assert!(report.run.id.starts_with(&report.run.started_at.replace([':', '-'], "")), "{}", report.run.id);
     let claim = |name: &str| report.claims.iter().find(|c| c.claim == name).unwrap_or_else(|| panic!("no {name}"));
     // Every CPU case of capture-order passed; its GPU cases were left out by the filter.
     let capture = claim("capture-order");
