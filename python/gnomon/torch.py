@@ -95,6 +95,11 @@ def _main(argv):
         print("usage: python -m gnomon.torch SCRIPT [ARGS...]\n"
               "runs SCRIPT with the kernel-image recorder started before it")
         return 0 if argv else 2
+    # Said before the recorder starts: a missing script is the user's first problem, and
+    # on a machine without CUDA the recorder's refusal would hide it.
+    if not os.path.isfile(argv[0]):
+        print(f"python -m gnomon.torch: {argv[0]}: no such file", file=sys.stderr)
+        return 2
     record()
     sys.argv = list(argv)
     runpy.run_path(argv[0], run_name="__main__")

@@ -4,6 +4,7 @@ declares, validation through the Rust core, sizes, and the bundled CLI."""
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,10 @@ def test_tensors_are_named_with_their_role_and_templates():
     assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", []), ("h.0.bias", 0x20, "weight", [])]
     per_template = {"b1": {"logits-b1": _Tensor(0x30)}, "shared": _Tensor(0x40)}
     assert gt._named(per_template, "output") == [("logits-b1", 0x30, "output", ["b1"]), ("shared", 0x40, "output", [])]
+
+
+def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
+    ran = subprocess.run([sys.executable, "-m", "gnomon.torch", str(tmp_path / "missing.py")],
+                         capture_output=True, text=True)
+    assert ran.returncode == 2
+    assert ran.stderr.strip() == f"python -m gnomon.torch: {tmp_path / 'missing.py'}: no such file"
