@@ -25,6 +25,16 @@ def _cuda_initialised():
     return torch is not None and torch.cuda.is_initialized()
 
 
+def _cupti_on_path(paths):
+    """The CUPTI that ``pip install nvidia-cuda-cupti`` put under one of ``paths`` (this
+    interpreter's ``sys.path``, a virtual environment's included), if any."""
+    for path in paths:
+        candidate = os.path.join(path or ".", "nvidia", "cu13", "lib", "libcupti.so.13")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def record():
     """Starts the load-time image recorder (CUPTI's module-loaded callback). It must run
     before the first kernel: a module loaded unseen has no image, and export names it."""
@@ -34,6 +44,11 @@ def record():
         raise RuntimeError("CUDA is already initialised: modules loaded so far were not recorded; "
                            "call gnomon.torch.record() before the program's first CUDA call, "
                            "or run it with python -m gnomon.torch")
+    # The recorder looks in the toolkit and the system's Python folders; a CUPTI wheel in
+    # this interpreter's own packages (a virtual environment) is named to it first.
+    installed = _cupti_on_path(sys.path)
+    if installed and "GNOMON_CUPTI" not in os.environ:
+        os.environ["GNOMON_CUPTI"] = installed
     _native.start_recording()
 
 

@@ -113,3 +113,14 @@ def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
                          capture_output=True, text=True)
     assert ran.returncode == 2
     assert ran.stderr.strip() == f"python -m gnomon.torch: {tmp_path / 'missing.py'}: no such file"
+
+
+def test_a_cupti_wheel_on_the_interpreters_path_is_found(tmp_path):
+    from gnomon.torch import _cupti_on_path
+    empty, venv = tmp_path / "empty", tmp_path / "venv" / "site-packages"
+    lib = venv / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    empty.mkdir()
+    assert _cupti_on_path([str(empty), str(venv)]) is None, "a folder without the library is not it"
+    (lib / "libcupti.so.13").write_bytes(b"")
+    assert _cupti_on_path([str(empty), str(venv)]) == str(lib / "libcupti.so.13")
