@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use gnomon_core::{
     cuda::{NodeKind, RetainedGraph},
-    format::{EdgeKind, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, ParamSlot, Template},
+    format::{EdgeKind, Function, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, ParamSlot, Template},
     replay::Functions,
 };
 
@@ -26,55 +26,95 @@ enum Shape {
     Other(String),
 }
 
-/// `Err` names the first difference between `t` and `graph`, its rebuild read back.
-pub fn template_restored(
-    m: &Manifest,
-    t: &Template,
-    graph: &RetainedGraph,
-    functions: &Functions,
-) -> Result<(), String> {
-    let read = graph.nodes().map_err(|e| format!("read back the nodes of `{}`: {e}", t.name))?;
-    let read: Vec<NodeKind> = read.into_iter().map(|n| n.kind).collect();
-    same_nodes(m, t, &read)?;
-    same_edges(m, t, graph, &read)?;
-    same_function_attributes(m, t, functions)
+/// The manifest's functions by (module, name), looked up once per core rather than
+/// searched for at every node.
+pub struct Recorded<'m> {
+    functions: HashMap<(&'m str, &'m str), &'m Function>,
+}
+
+impl<'m> Recorded<'m> {
+    pub fn of(m: &'m Manifest) -> Self {
+        let functions = m
+            .modules
+            .iter()
+            .flat_map(|module| module.functions.iter().map(move |f| ((module.id.as_str(), f.name.as_str()), f)))
+            .collect();
+        Self { functions }
+    }
+
+    fn function(&self, module: &str, function: &str) -> Option<&'m Function> {
+        self.functions.get(&(module, function)).copied()
+    }
+
+    /// `Err` names the first difference between `t` and `graph`, its rebuild read back.
+    pub fn template_restored(&self, t: &Template, graph: &RetainedGraph, loaded: &Functions) -> Result<(), String> {
+        let read = graph.nodes().map_err(|e| format!("read back the nodes of `{}`: {e}", t.name))?;
+        let captured: Vec<Shape> = t.nodes.iter().map(|n| self.captured_shape(&n.op)).collect();
+        let rebuilt: Vec<Shape> = read.iter().map(|n| rebuilt_shape(&n.kind)).collect();
+        same_nodes(t, &captured, &rebuilt)?;
+        same_edges(t, graph, &captured, &rebuilt)?;
+        self.same_function_attributes(t, loaded)
+    }
+
+    fn captured_shape(&self, op: &NodeOp) -> Shape {
+        match op {
+            NodeOp::Kernel(k) => Shape::Kernel {
+                function: k.function.clone(),
+                grid: k.grid,
+                block: k.block,
+                shared_mem: k.shared_mem_bytes,
+                layout: self.function(&k.module, &k.function).map(|f| f.params.clone()).unwrap_or_default(),
+                launch: k.launch,
+            },
+            other => Shape::Other(other.kind().to_owned()),
+        }
+    }
+
+    /// Every function the template's kernels run has, as loaded for the rebuild, the
+    /// attributes the core recorded for it.
+    fn same_function_attributes(&self, t: &Template, loaded: &Functions) -> Result<(), String> {
+        let mut read_already = std::collections::HashSet::new();
+        for node in &t.nodes {
+            let NodeOp::Kernel(k) = &node.op else { continue };
+            if !read_already.insert((&k.module, &k.function)) {
+                continue;
+            }
+            let recorded = self.function(&k.module, &k.function).map(|f| f.attributes).unwrap_or_default();
+            let function = loaded
+                .get(&(k.module.clone(), k.function.clone()))
+                .ok_or_else(|| format!("template `{}` node `{}`: `{}` was not loaded", t.name, node.id, k.function))?;
+            let read = function.attributes().map_err(|e| format!("read `{}`'s attributes: {e}", k.function))?;
+            if !covers(&read, &recorded) {
+                return Err(format!(
+                    "template `{}` node `{}`: function `{}` was recorded with {recorded:?}, the driver reports {read:?} after the rebuild",
+                    t.name, node.id, k.function
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Every captured node has a rebuilt node equal to it, each rebuilt node used once.
-fn same_nodes(m: &Manifest, t: &Template, read: &[NodeKind]) -> Result<(), String> {
-    if read.len() != t.nodes.len() {
-        return Err(format!("template `{}`: {} nodes captured, {} rebuilt", t.name, t.nodes.len(), read.len()));
+fn same_nodes(t: &Template, captured: &[Shape], rebuilt: &[Shape]) -> Result<(), String> {
+    if rebuilt.len() != captured.len() {
+        return Err(format!("template `{}`: {} nodes captured, {} rebuilt", t.name, captured.len(), rebuilt.len()));
     }
-    let mut rebuilt: Vec<Option<Shape>> = read.iter().map(|k| Some(rebuilt_shape(k))).collect();
-    for node in &t.nodes {
-        let want = captured_shape(m, &node.op);
-        match rebuilt.iter_mut().find(|r| r.as_ref() == Some(&want)) {
+    let mut unmatched: Vec<Option<&Shape>> = rebuilt.iter().map(Some).collect();
+    for (node, want) in t.nodes.iter().zip(captured) {
+        match unmatched.iter_mut().find(|r| **r == Some(want)) {
             Some(slot) => *slot = None,
             None => {
-                let nearest = rebuilt.iter().flatten().find(|r| name_of(r) == name_of(&want));
+                let nearest = unmatched.iter().flatten().find(|r| name_of(r) == name_of(want));
                 let what = nearest.map_or_else(
-                    || format!("no rebuilt node runs `{}`", name_of(&want)),
-                    |r| format!("the rebuilt node nearest to it differs: {}", differences(&want, r)),
+                    || format!("no rebuilt node runs `{}`", name_of(want)),
+                    |r| format!("the rebuilt node nearest to it differs: {}", differences(want, r)),
                 );
-                return Err(format!("template `{}` node `{}` (`{}`): {what}", t.name, node.id, name_of(&want)));
+                return Err(format!("template `{}` node `{}` (`{}`): {what}", t.name, node.id, name_of(want)));
             }
         }
     }
     Ok(())
-}
-
-fn captured_shape(m: &Manifest, op: &NodeOp) -> Shape {
-    match op {
-        NodeOp::Kernel(k) => Shape::Kernel {
-            function: k.function.clone(),
-            grid: k.grid,
-            block: k.block,
-            shared_mem: k.shared_mem_bytes,
-            layout: recorded_function(m, &k.module, &k.function).map(|f| f.params.clone()).unwrap_or_default(),
-            launch: k.launch,
-        },
-        other => Shape::Other(other.kind().to_owned()),
-    }
 }
 
 fn rebuilt_shape(kind: &NodeKind) -> Shape {
@@ -128,19 +168,17 @@ fn differences(captured: &Shape, rebuilt: &Shape) -> String {
 
 /// The same edges between nodes that run the same things, with the same types (a
 /// programmatic edge's type carries its port data).
-fn same_edges(m: &Manifest, t: &Template, graph: &RetainedGraph, read: &[NodeKind]) -> Result<(), String> {
-    let names: HashMap<&str, String> =
-        t.nodes.iter().map(|n| (n.id.as_str(), name_of(&captured_shape(m, &n.op)).to_owned())).collect();
-    let nodes: Vec<String> = read.iter().map(|k| name_of(&rebuilt_shape(k)).to_owned()).collect();
+fn same_edges(t: &Template, graph: &RetainedGraph, captured: &[Shape], rebuilt: &[Shape]) -> Result<(), String> {
+    let names: HashMap<&str, &str> = t.nodes.iter().zip(captured).map(|(n, s)| (n.id.as_str(), name_of(s))).collect();
     let edges = graph.edges().map_err(|e| format!("read back the edges of `{}`: {e}", t.name))?;
-    let mut rebuilt: Vec<Option<(String, String, EdgeKind)>> =
-        edges.into_iter().map(|(f, to, kind)| Some((nodes[f.0].clone(), nodes[to.0].clone(), kind))).collect();
-    if rebuilt.len() != t.edges.len() {
-        return Err(format!("template `{}`: {} edges captured, {} rebuilt", t.name, t.edges.len(), rebuilt.len()));
+    let mut unmatched: Vec<Option<(&str, &str, EdgeKind)>> =
+        edges.into_iter().map(|(f, to, kind)| Some((name_of(&rebuilt[f.0]), name_of(&rebuilt[to.0]), kind))).collect();
+    if unmatched.len() != t.edges.len() {
+        return Err(format!("template `{}`: {} edges captured, {} rebuilt", t.name, t.edges.len(), unmatched.len()));
     }
     for e in &t.edges {
-        let want = (names[e.from.as_str()].clone(), names[e.to.as_str()].clone(), e.kind);
-        match rebuilt.iter_mut().find(|r| r.as_ref() == Some(&want)) {
+        let want = (names[e.from.as_str()], names[e.to.as_str()], e.kind);
+        match unmatched.iter_mut().find(|r| **r == Some(want)) {
             Some(slot) => *slot = None,
             None => {
                 return Err(format!(
@@ -151,34 +189,6 @@ fn same_edges(m: &Manifest, t: &Template, graph: &RetainedGraph, read: &[NodeKin
         }
     }
     Ok(())
-}
-
-/// Every function the template's kernels run has, as loaded for the rebuild, the
-/// attributes the core recorded for it.
-fn same_function_attributes(m: &Manifest, t: &Template, functions: &Functions) -> Result<(), String> {
-    let mut read_already = std::collections::HashSet::new();
-    for node in &t.nodes {
-        let NodeOp::Kernel(k) = &node.op else { continue };
-        if !read_already.insert((&k.module, &k.function)) {
-            continue;
-        }
-        let recorded = recorded_function(m, &k.module, &k.function).map(|f| f.attributes).unwrap_or_default();
-        let loaded = functions
-            .get(&(k.module.clone(), k.function.clone()))
-            .ok_or_else(|| format!("template `{}` node `{}`: `{}` was not loaded", t.name, node.id, k.function))?;
-        let read = loaded.attributes().map_err(|e| format!("read `{}`'s attributes: {e}", k.function))?;
-        if !covers(&read, &recorded) {
-            return Err(format!(
-                "template `{}` node `{}`: function `{}` was recorded with {recorded:?}, the driver reports {read:?} after the rebuild",
-                t.name, node.id, k.function
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn recorded_function<'m>(m: &'m Manifest, module: &str, function: &str) -> Option<&'m gnomon_core::format::Function> {
-    m.modules.iter().filter(|mm| mm.id == module).flat_map(|mm| &mm.functions).find(|f| f.name == function)
 }
 
 /// Every attribute the core recorded has the recorded value on the rebuilt function: what
@@ -204,7 +214,7 @@ mod tests {
     /// The sample v2 core's first template as a faithful rebuild reads back: one node
     /// per captured node, in another order.
     fn read_back(m: &Manifest) -> Vec<NodeKind> {
-        let t = &m.templates[0];
+        let (t, recorded) = (&m.templates[0], Recorded::of(m));
         let kind = |op: &NodeOp| match op {
             NodeOp::Kernel(k) => NodeKind::Kernel {
                 function: k.function.clone(),
@@ -212,7 +222,7 @@ mod tests {
                 block: k.block,
                 shared_mem: k.shared_mem_bytes,
                 params: k.params.clone(),
-                layout: recorded_function(m, &k.module, &k.function).unwrap().params.clone(),
+                layout: recorded.function(&k.module, &k.function).unwrap().params.clone(),
                 launch: k.launch,
             },
             NodeOp::Memset(s) => {
@@ -225,10 +235,17 @@ mod tests {
         t.nodes.iter().rev().map(|n| kind(&n.op)).collect()
     }
 
+    /// [`same_nodes`] of `t` against `read`, as [`Recorded::template_restored`] calls it.
+    fn nodes_restored(m: &Manifest, t: &Template, read: &[NodeKind]) -> Result<(), String> {
+        let recorded = Recorded::of(m);
+        let captured: Vec<Shape> = t.nodes.iter().map(|n| recorded.captured_shape(&n.op)).collect();
+        same_nodes(t, &captured, &read.iter().map(rebuilt_shape).collect::<Vec<_>>())
+    }
+
     #[test]
     fn a_faithful_rebuild_has_every_node() {
         let m = gnomon_fixtures::sample::v2_features().manifest;
-        assert_eq!(same_nodes(&m, &m.templates[0], &read_back(&m)), Ok(()));
+        assert_eq!(nodes_restored(&m, &m.templates[0], &read_back(&m)), Ok(()));
     }
 
     /// A rebuild that drops a launch attribute, or a node, is named at the first node it
@@ -244,12 +261,12 @@ mod tests {
             panic!("the v2 sample has a prioritised kernel node")
         };
         launch.priority = None;
-        let said = same_nodes(&m, t, &read).unwrap_err();
+        let said = nodes_restored(&m, t, &read).unwrap_err();
         assert!(said.starts_with(&format!("template `{}` node `", t.name)), "{said}");
         assert!(said.contains("the rebuilt node nearest to it differs: launch attributes captured LaunchAttributes { priority: Some(-3)"), "{said}");
         assert!(!said.contains("grid captured"), "only what differs is named: {said}");
         read.pop();
-        let said = same_nodes(&m, t, &read).unwrap_err();
+        let said = nodes_restored(&m, t, &read).unwrap_err();
         assert!(said.contains(&format!("{} nodes captured, {} rebuilt", t.nodes.len(), t.nodes.len() - 1)), "{said}");
     }
 }

@@ -5,7 +5,7 @@
 
 use gnomon_core::{cuda::Context, format::NodeOp, replay::rebuild_only, Core};
 
-use crate::{rebuilt::template_restored, replay::exported_core, Case, Verdict};
+use crate::{rebuilt::Recorded, replay::exported_core, Case, Verdict};
 
 /// The workloads whose kernels need v2's attributes.
 const WORKLOADS: [&str; 5] = ["big-shared-memory", "clusters", "programmatic-launch", "cooperative", "priorities"];
@@ -23,8 +23,9 @@ pub fn cases() -> Vec<Case> {
                     let device = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
                     let rebuilt = rebuild_only(&core, &device).map_err(|e| Verdict::Failed(format!("rebuild: {e}")))?;
                     let m = core.manifest();
+                    let recorded = Recorded::of(m);
                     for (template, graph) in m.templates.iter().zip(&rebuilt.graphs) {
-                        template_restored(m, template, graph, &rebuilt.functions).map_err(Verdict::Failed)?;
+                        recorded.template_restored(template, graph, &rebuilt.functions).map_err(Verdict::Failed)?;
                     }
                     let kernels =
                         m.templates.iter().flat_map(|t| &t.nodes).filter(|n| matches!(n.op, NodeOp::Kernel(_))).count();

@@ -26,7 +26,7 @@ use super::{core_cases, Budget, CoreDir, Profile};
 type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
-    rebuilt::template_restored,
+    rebuilt::Recorded,
     replay::native::{digests_match, replay_metrics, start_metrics, start_stages, within_reference},
     Case, Metrics, Verdict,
 };
@@ -170,8 +170,9 @@ fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) {
     let case = |t: &Template| format!("template={}/attributes", t.name);
     match rebuild_only(core, ctx) {
         Ok(rebuilt) => {
+            let recorded = Recorded::of(m);
             for (t, graph) in m.templates.iter().zip(&rebuilt.graphs) {
-                let restored = template_restored(m, t, graph, &rebuilt.functions);
+                let restored = recorded.template_restored(t, graph, &rebuilt.functions);
                 v.set(&case(t), restored.map(|()| Metrics::new()).map_err(Verdict::Failed));
             }
         }
