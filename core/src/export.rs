@@ -182,6 +182,15 @@ impl Exporter {
         self.manifest.producer_seconds.extend(seconds);
     }
 
+    /// Writes an output's bytes (a varying output's first launch) under its digest; returns
+    /// the file's path in the core.
+    pub fn store_output(&self, bytes: &[u8]) -> Result<String, ExportError> {
+        let sha256 = crate::format::hash_hex(bytes).expect("hashing memory cannot fail");
+        let file = format!("outputs/{sha256}.bin");
+        self.writer.write_file(&file, bytes)?;
+        Ok(file)
+    }
+
     pub fn expect(&mut self, expectation: Expectation) {
         self.manifest.expectations.push(expectation);
     }

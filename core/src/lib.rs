@@ -6,6 +6,7 @@
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
 //! - [`contract`]: export needs templates only; replay needs executables.
 //! - [`shards`]: splitting a fixed-address arena into shards under a cap.
+//! - [`spread`]: how far two outputs differ, in ULP of their element type (tolerances).
 //! - [`capture_order`]: the node and edge order that stream capture constructs.
 //! - [`tensor_parallel`]: whether per-rank cores agree.
 //! - [`page_cache`]: how much of a file the page cache holds, and dropping it (honest read floors).
@@ -24,6 +25,7 @@ pub mod params;
 pub mod record;
 pub mod replay;
 pub mod shards;
+pub mod spread;
 pub mod tensor_parallel;
 pub mod validate;
 

@@ -3,7 +3,10 @@
 //! is declared, and no other. Live allocations nobody named (a model's constant buffers)
 //! are stored as inputs; retired ones (a capture's intermediates) are undefined scratch.
 
-use gnomon_core::format::{Buffer, BufferContents, BufferRole};
+use gnomon_core::{
+    format::{Buffer, BufferContents, BufferRole},
+    spread::Element,
+};
 
 use crate::{
     allocations::{Allocations, Block, Standing},
@@ -53,31 +56,37 @@ impl Role {
     }
 }
 
-/// A tensor the caller named: its address, role, and for compared roles the templates
-/// that write it (empty: every template).
+/// A tensor the caller named: its address, role, element type, and for compared roles
+/// the templates that write it (empty: every template).
 #[derive(Clone, Debug)]
 pub struct Tensor {
     pub name: String,
     pub address: u64,
     pub role: Role,
+    pub element: Element,
     pub templates: Vec<String>,
 }
 
-/// The buffers of a core, and for each compared buffer the templates that write it.
+/// A buffer compared after the templates that write it (none named: every template).
+#[derive(Debug, PartialEq)]
+pub struct Compared {
+    pub buffer: String,
+    pub element: Element,
+    pub templates: Vec<String>,
+}
+
+/// The buffers of a core, and those compared after templates.
 #[derive(Debug, PartialEq)]
 pub struct Declared {
     pub buffers: Vec<Buffer>,
-    pub compared: Vec<(String, Vec<String>)>,
+    pub compared: Vec<Compared>,
 }
 
 impl Declared {
     /// The buffers compared after `template` ran: each compared buffer declared for no
     /// template in particular (every template writes it), or for this one.
-    pub fn compared_after<'d>(&'d self, template: &'d str) -> impl Iterator<Item = &'d str> + 'd {
-        self.compared
-            .iter()
-            .filter(move |(_, templates)| templates.is_empty() || templates.iter().any(|t| t == template))
-            .map(|(buffer, _)| buffer.as_str())
+    pub fn compared_after<'d>(&'d self, template: &'d str) -> impl Iterator<Item = &'d Compared> + 'd {
+        self.compared.iter().filter(move |c| c.templates.is_empty() || c.templates.iter().any(|t| t == template))
     }
 }
 
@@ -115,7 +124,8 @@ pub fn declare(allocations: &Allocations, tensors: &[Tensor]) -> Result<Declared
             }
         };
         if let Some(t) = tensor.filter(|t| t.role.compared()) {
-            declared.compared.push((name.clone(), t.templates.clone()));
+            let (buffer, templates) = (name.clone(), t.templates.clone());
+            declared.compared.push(Compared { buffer, element: t.element, templates });
         }
         declared.buffers.push(Buffer { name, offset: block.offset, size: block.size.max(1), role, contents });
     }
@@ -129,7 +139,7 @@ mod tests {
     const BASE: u64 = 0x2000_0000_0000;
 
     fn tensor(name: &str, address: u64, role: Role) -> Tensor {
-        Tensor { name: name.into(), address, role, templates: Vec::new() }
+        Tensor { name: name.into(), address, role, element: Element::Bfloat16, templates: Vec::new() }
     }
 
     /// A model's allocations as a capture leaves them: weights and a cache named, a
@@ -165,13 +175,18 @@ mod tests {
                 ("output/logits", logits - BASE, 800, Output, Stored),
             ]
         );
+        let compared = |c: &Compared| (c.buffer.clone(), c.templates.clone(), c.element);
         assert_eq!(
-            declared.compared,
-            [("kv-cache/k".to_string(), vec![]), ("output/logits".to_string(), vec!["b1".to_string()])]
+            declared.compared.iter().map(compared).collect::<Vec<_>>(),
+            [
+                ("kv-cache/k".to_string(), vec![], Element::Bfloat16),
+                ("output/logits".to_string(), vec!["b1".to_string()], Element::Bfloat16)
+            ]
         );
         // The cache every template writes is compared after each; the logits after b1 only.
-        assert_eq!(declared.compared_after("b1").collect::<Vec<_>>(), ["kv-cache/k", "output/logits"]);
-        assert_eq!(declared.compared_after("b2").collect::<Vec<_>>(), ["kv-cache/k"]);
+        let after = |t| declared.compared_after(t).map(|c| c.buffer.as_str()).collect::<Vec<_>>();
+        assert_eq!(after("b1"), ["kv-cache/k", "output/logits"]);
+        assert_eq!(after("b2"), ["kv-cache/k"]);
     }
 
     #[test]

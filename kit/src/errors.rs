@@ -1,4 +1,4 @@
-use gnomon_core::errors::{CudaError, ExportError, RecordError};
+use gnomon_core::errors::{CudaError, ExportError, RecordError, ReplayError};
 use thiserror::Error;
 
 /// The arena refused an allocation or a free.
@@ -33,8 +33,12 @@ pub enum KitError {
     ImageKind { sha256: String, head: String },
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]
     NoOutputs(String),
+    #[error("template `{template}` output `{buffer}` gave {distinct} different results over {launches} launches from the same state, and a bitwise export was asked for; the first node found to vary: {nodes}")]
+    Varies { template: String, buffer: String, distinct: usize, launches: u32, nodes: String },
     #[error(transparent)]
     Record(#[from] RecordError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
     #[error(transparent)]
     Export(#[from] ExportError),
     #[error(transparent)]

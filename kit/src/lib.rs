@@ -4,11 +4,13 @@
 //!   reuses memory a capture may hold;
 //! - [`declare`]: buffers from those allocations and the roles the caller names;
 //! - [`live`]: the GPU side, mapping the arena and exporting graphs with the core's
-//!   exporter, images from the load-time recorder.
+//!   exporter, images from the load-time recorder;
+//! - [`launches`]: expectations from repeated launches, and what varied between them.
 //!
 //! The Python package (`python/`) is a thin binding over this crate.
 
 pub mod allocations;
 pub mod declare;
 pub mod errors;
+pub mod launches;
 pub mod live;

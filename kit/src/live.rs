@@ -1,8 +1,8 @@
 //! The GPU side of the kit, in the capturing process: map the arena where asked, then
 //! export graphs that another library captured into it. Templates are walked by the
 //! core's exporter; each kernel's image is the recorded image with exactly its module's
-//! kernels; expectations come from launching each template here from the core's own
-//! state, with undefined buffers holding replay's poison.
+//! kernels; expectations come from launching each template here several times from the
+//! core's own state (`launches`).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -13,19 +13,16 @@ use std::{
 use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, RetainedGraph},
     export::{Exporter, ModuleImage},
-    format::{
-        hash_hex, Arena, Buffer, BufferContents, BufferRole, Context as CoreContext, Expectation, Manifest, ModuleKind,
-        OutputDigest, Producer, RecordedFlags,
-    },
+    format::{Arena, Context as CoreContext, ModuleKind, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, ImageRecorder, LoadedImage},
-    replay::POISON,
 };
 use serde::Serialize;
 
 use crate::{
     allocations::Allocations,
-    declare::{declare, Declared, Tensor},
+    declare::{declare, Tensor},
     errors::KitError,
+    launches::{expectations, Varied},
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
@@ -47,6 +44,10 @@ pub struct Request<'a> {
     pub producer: Producer,
     /// Seconds the capturing process spent before the export, by name.
     pub producer_seconds: Vec<(String, f64)>,
+    /// Launches of each template its expectations compare (at least 1).
+    pub launches: u32,
+    /// Refuse the export when an output varies from launch to launch.
+    pub bitwise: bool,
 }
 
 /// What an export did, for the caller's report.
@@ -69,6 +70,10 @@ pub struct Exported {
     pub module_bytes: u64,
     pub buffers: usize,
     pub stored_bytes: u64,
+    /// Launches of each template the expectations compared.
+    pub launches_per_template: u32,
+    /// Outputs that launches from the same state did not give alike.
+    pub varied: Vec<Varied>,
     pub snapshot_s: f64,
     pub expectations_s: f64,
     pub export_s: f64,
@@ -116,9 +121,17 @@ pub fn export(
     }
     let (stored_bytes, snapshot_s) = exporter.snapshot(ctx, mapping)?;
     let computing = Instant::now();
-    for e in expectations(ctx, exporter.manifest(), &graphs, request.flags, &declared)? {
-        exporter.expect(e);
+    let expected = expectations(ctx, &exporter, &graphs, request.flags, &declared, request.launches)?;
+    if let Some(v) = expected.varied.first().filter(|_| request.bitwise) {
+        return Err(KitError::Varies {
+            template: v.template.clone(),
+            buffer: v.buffer.clone(),
+            distinct: v.distinct,
+            launches: v.launches,
+            nodes: v.nodes.iter().map(|(n, k)| format!("{n} ({k})")).collect::<Vec<_>>().join(", "),
+        });
     }
+    expected.expectations.into_iter().for_each(|e| exporter.expect(e));
     let expectations_s = computing.elapsed().as_secs_f64();
     exporter.producer_seconds(request.producer_seconds);
     exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
@@ -135,6 +148,8 @@ pub fn export(
         module_bytes,
         buffers: manifest.buffers.len(),
         stored_bytes,
+        launches_per_template: request.launches,
+        varied: expected.varied,
         snapshot_s,
         expectations_s,
         export_s: started.elapsed().as_secs_f64(),
@@ -229,91 +244,12 @@ fn image_kind(image: &LoadedImage) -> Result<ModuleKind, KitError> {
     }
 }
 
-/// The device ranges (address, bytes) that replay sets before each launch: the writable
-/// stored buffers, put back as snapshotted, and the undefined ones, poisoned.
-#[derive(Debug, PartialEq)]
-struct LaunchState {
-    restored: Vec<(u64, u64)>,
-    poisoned: Vec<(u64, u64)>,
-}
-
-impl LaunchState {
-    fn of(m: &Manifest) -> Self {
-        let ranges = |keep: &dyn Fn(&Buffer) -> bool| {
-            m.buffers.iter().filter(|b| keep(b)).map(|b| (m.arena.base + b.offset, b.size)).collect()
-        };
-        Self {
-            restored: ranges(&|b| b.role != BufferRole::Weight && b.contents == BufferContents::Stored),
-            poisoned: ranges(&|b| b.contents == BufferContents::Undefined),
-        }
-    }
-}
-
-/// Each buffer compared after `template`: its name, device address and bytes.
-fn compared_ranges<'d>(m: &Manifest, declared: &'d Declared, template: &'d str) -> Vec<(&'d str, u64, u64)> {
-    let by_name: HashMap<&str, &Buffer> = m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-    declared
-        .compared_after(template)
-        .map(|name| {
-            let b = by_name.get(name).expect("compared buffers are declared");
-            (name, m.arena.base + b.offset, b.size)
-        })
-        .collect()
-}
-
-/// Launches each template once from the core's state ([`LaunchState`]), as replay does
-/// before each launch. Returns the digest of every compared buffer of each template.
-fn expectations(
-    ctx: &Context,
-    m: &Manifest,
-    graphs: &[(String, RetainedGraph)],
-    flags: u64,
-    declared: &Declared,
-) -> Result<Vec<Expectation>, KitError> {
-    let stream = ctx.stream()?;
-    let state = LaunchState::of(m);
-    let mut copies = Vec::new();
-    for &(address, bytes) in &state.restored {
-        let copy = ctx.alloc(bytes)?;
-        // SAFETY: the range is a buffer of the arena, mapped while the caller holds the
-        // mapping; `copy` has its size.
-        unsafe { stream.copy(copy.ptr(), address, bytes) }?;
-        copies.push((address, bytes, copy));
-    }
-    let mut expectations = Vec::new();
-    for (name, graph) in graphs {
-        let exec = graph.instantiate(flags)?;
-        for (address, bytes, copy) in &copies {
-            // SAFETY: as above, in the other direction.
-            unsafe { stream.copy(*address, copy.ptr(), *bytes) }?;
-        }
-        for &(address, bytes) in &state.poisoned {
-            // SAFETY: an arena buffer, as above.
-            unsafe { stream.memset_u8(address, POISON, bytes) }?;
-        }
-        exec.launch(&stream)?;
-        stream.synchronize()?;
-        let mut outputs = Vec::new();
-        for (buffer, address, bytes) in compared_ranges(m, declared, name) {
-            // SAFETY: an arena buffer, as above.
-            let read = unsafe { ctx.read(address, bytes) }?;
-            let sha256 = hash_hex(read.as_slice()).expect("hashing memory cannot fail");
-            outputs.push(OutputDigest { buffer: buffer.to_owned(), sha256 });
-        }
-        if outputs.is_empty() {
-            return Err(KitError::NoOutputs(name.clone()));
-        }
-        expectations.push(Expectation { template: name.clone(), outputs, reference: None, tolerance: None });
-    }
-    Ok(expectations)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn image(bytes: &[u8]) -> LoadedImage {
-        let sha256 = hash_hex(bytes).unwrap();
+        let sha256 = gnomon_core::format::hash_hex(bytes).unwrap();
         LoadedImage {
             sha256,
             bytes: bytes.to_vec(),
@@ -336,28 +272,6 @@ mod tests {
         );
         assert_eq!(refused, said);
         assert_eq!(module_id(&cubin), format!("m{}", &cubin.sha256[..16]));
-    }
-
-    /// Before each launch the writable stored buffers are put back and the undefined ones
-    /// poisoned, at their device addresses; weights are left alone. After a template, what
-    /// is compared for it is read, at its address.
-    #[test]
-    fn what_each_launch_starts_from_and_what_it_reads() {
-        let m = gnomon_fixtures::sample::v2_features().manifest;
-        let at = |name: &str| {
-            let b = m.buffers.iter().find(|b| b.name == name).unwrap();
-            (m.arena.base + b.offset, b.size)
-        };
-        // x is a stored input, y a zeroed output, w a weight, tmp undefined scratch.
-        let state = LaunchState::of(&m);
-        assert_eq!(state, LaunchState { restored: vec![at("x")], poisoned: vec![at("tmp")] });
-        let declared = Declared {
-            buffers: Vec::new(),
-            compared: vec![("y".into(), vec!["decode-b1".into()]), ("x".into(), vec![])],
-        };
-        let (y, x) = (at("y"), at("x"));
-        assert_eq!(compared_ranges(&m, &declared, "decode-b1"), [("y", y.0, y.1), ("x", x.0, x.1)]);
-        assert_eq!(compared_ranges(&m, &declared, "prefill-b2"), [("x", x.0, x.1)]);
     }
 
     /// Each module the templates use is its image's bytes, kind and loader, once; kernel

@@ -15,10 +15,16 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "export", "DEFAULT_BASE"]
+__all__ = ["record", "use_arena", "deterministic", "export", "DEFAULT_BASE", "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
+#: Launches of each template whose outputs an export compares.
+DEFAULT_LAUNCHES = 8
+#: The cuBLAS workspace setting that makes its kernels reproducible (cuBLAS's docs,
+#: "Results reproducibility"); read when cuBLAS creates its handle.
+_CUBLAS_REPRODUCIBLE = ":4096:8"
+_bitwise = False
 
 def _cuda_initialised():
     torch = sys.modules.get("torch")
@@ -66,8 +72,25 @@ def use_arena(size, base=DEFAULT_BASE, device=0):
     return mapped
 
 
+def deterministic():
+    """Asks PyTorch and its libraries for reproducible kernels, and makes ``export`` refuse
+    a core whose outputs still vary between launches: for teams that want bitwise
+    verdicts. Call it before the first CUDA call (cuBLAS reads its workspace setting when
+    it starts)."""
+    global _bitwise
+    import torch
+
+    if _cuda_initialised():
+        raise RuntimeError("deterministic() must come before the first CUDA call")
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = _CUBLAS_REPRODUCIBLE
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    _bitwise = True
+
+
 def _named(tensors, role, template=None):
-    """(name, address, role, templates) for each tensor of a mapping or a module."""
+    """(name, address, role, templates, dtype) for each tensor of a mapping or a module."""
     if hasattr(tensors, "named_parameters"):
         tensors = dict(tensors.named_parameters())
     out = []
@@ -75,19 +98,23 @@ def _named(tensors, role, template=None):
         if isinstance(t, Mapping):
             out += _named(t, role, template=name)
         else:
-            out.append((name, t.data_ptr(), role, [template] if template else []))
+            out.append((name, t.data_ptr(), role, [template] if template else [], str(t.dtype)))
     return out
 
 
 def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",
-           capture=None):
+           capture=None, launches=DEFAULT_LAUNCHES, bitwise=None):
     """Exports ``graphs`` ({template name: CUDAGraph captured with keep_graph=True}) as a
     core at ``out``.
 
     ``weights`` (a mapping or a module), ``inputs`` and ``kv_cache`` name tensors by role;
     ``outputs`` maps names to tensors compared after every template, or template names to
-    such mappings. Each template is launched once here, from the core's state, to compute
-    its expectations: afterwards the arena holds what that launch left. ``capture`` names
+    such mappings. Each template is launched ``launches`` times here, each from the core's
+    state, to compute its expectations: an output some launch gave differently is recorded
+    as varying (its spread, its other digests, the node found to cause it), and ``gnomon
+    qualify`` judges it by what the launches here gave; ``bitwise=True`` (the default after
+    ``deterministic()``) refuses such a core instead. Afterwards the arena holds what the
+    last launch left. ``capture`` names
     the seconds the program spent getting here ({"warm-up-s": ..., "capture-s": ...}); the
     core keeps them and ``gnomon qualify`` reports them beside the restore. Returns what
     the export did (nodes, kernel nodes by recorder route and library, modules, bytes,
@@ -101,7 +128,9 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
              + _named(outputs, "output") + _named(kv_cache, "kv-cache"))
     handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
     figures = [(name, float(s)) for name, s in (capture or {}).items()]
-    summary = _native.export(os.fspath(out), handles, named, flags, parse_size(shard_cap), __version__, figures)
+    bitwise = _bitwise if bitwise is None else bitwise
+    summary = _native.export(os.fspath(out), handles, named, flags, parse_size(shard_cap), __version__, figures,
+                             launches, bitwise)
     return json.loads(summary)
 
 

@@ -14,6 +14,7 @@ use gnomon_core::{
     cuda::{ArenaMapping, Context},
     format::Producer,
     record::ImageRecorder,
+    spread::Element,
     Core,
 };
 use gnomon_kit::{
@@ -109,34 +110,42 @@ pub extern "C" fn gnomon_torch_free(ptr: *mut c_void, _size: isize, _device: i32
     }
 }
 
-fn tensors(named: Vec<(String, u64, String, Vec<String>)>) -> PyResult<Vec<Tensor>> {
+/// A tensor as Python names it: (name, address, role, templates, dtype).
+type Named = (String, u64, String, Vec<String>, String);
+
+fn tensors(named: Vec<Named>) -> PyResult<Vec<Tensor>> {
     named
         .into_iter()
-        .map(|(name, address, role, templates)| {
-            Ok(Tensor { name, address, role: Role::parse(&role).map_err(error)?, templates })
+        .map(|(name, address, role, templates, dtype)| {
+            let (role, element) = (Role::parse(&role).map_err(error)?, Element::of_dtype(&dtype));
+            Ok(Tensor { name, address, role, element, templates })
         })
         .collect()
 }
 
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, producer_seconds))]
+#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
+#[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
     graphs: Vec<(String, u64)>,
-    tensors_named: Vec<(String, u64, String, Vec<String>)>,
+    tensors_named: Vec<Named>,
     flags: u64,
     shard_cap: u64,
     producer_version: String,
     producer_seconds: Vec<(String, f64)>,
+    launches: u32,
+    bitwise: bool,
 ) -> PyResult<String> {
     let recorder = lock(&RECORDER);
     let recorder =
         recorder.as_ref().ok_or_else(|| error("the recorder was not started: call gnomon.torch.record() first"))?;
     let allocations = lock(&ARENA).as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?.clone();
     let producer = Producer { name: "gnomon port kit".into(), version: producer_version, commit: String::new() };
+    let tensors = tensors(tensors_named)?;
     let request =
-        Request { out: &out, graphs, tensors: tensors(tensors_named)?, flags, shard_cap, producer, producer_seconds };
+        Request { out: &out, graphs, tensors, flags, shard_cap, producer, producer_seconds, launches, bitwise };
     MAPPING.with(|m| {
         let mapping = m.borrow();
         let mapping = mapping.as_ref().ok_or_else(|| error("export must run on the thread that called use_arena"))?;
@@ -174,10 +183,7 @@ impl PyAllocations {
 
     /// The buffers a core would declare for these tensors: `(name, offset, size, role,
     /// contents)`.
-    fn declare(
-        &self,
-        tensors_named: Vec<(String, u64, String, Vec<String>)>,
-    ) -> PyResult<Vec<(String, u64, u64, String, String)>> {
+    fn declare(&self, tensors_named: Vec<Named>) -> PyResult<Vec<(String, u64, u64, String, String)>> {
         let declared = declare(&self.0, &tensors(tensors_named)?).map_err(error)?;
         let kebab = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
         Ok(declared

@@ -33,8 +33,8 @@ def test_each_allocation_is_declared_once_with_the_callers_role():
     logits = a.allocate(256, capturing=True)
     scratch = a.allocate(64, capturing=True)
     a.free(scratch)
-    tensors = [("wte", weight, "weight", []), ("lm_head", weight + 512, "weight", []),
-               ("logits", logits, "output", ["b1"])]
+    tensors = [("wte", weight, "weight", [], "torch.float16"), ("lm_head", weight + 512, "weight", [], "torch.float16"),
+               ("logits", logits, "output", ["b1"], "torch.float32")]
     assert a.declare(tensors) == [
         ("weight/wte", 0, 4096, "weight", "stored"),
         ("state/1000", constant - BASE, 8, "input", "stored"),
@@ -50,9 +50,9 @@ def test_refusals_are_specific():
     with pytest.raises(RuntimeError, match=r"is not an allocation of the gnomon arena"):
         a.free(BASE + 8)
     with pytest.raises(RuntimeError, match=r"tensor `x` \(0x10\) is not in the gnomon arena"):
-        a.declare([("x", 16, "weight", [])])
+        a.declare([("x", 16, "weight", [], "torch.float32")])
     with pytest.raises(RuntimeError, match=r"unknown role `weights`"):
-        a.declare([("x", BASE, "weights", [])])
+        a.declare([("x", BASE, "weights", [], "torch.float32")])
 
 
 def test_validation_runs_the_rust_validator(tmp_path):

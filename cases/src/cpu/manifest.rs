@@ -14,7 +14,7 @@ use gnomon_core::{
 };
 use gnomon_fixtures::{
     golden,
-    sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE},
+    sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE, VARYING_FILE},
 };
 
 use crate::{accepted, ensure, refused, Case, Verdict};
@@ -455,6 +455,67 @@ pub fn corruptions() -> Vec<Corruption> {
         ),
         row("v3-pointer-at-unaligned", |d| d.kernel_mut().pointers[0].at = 4, unsettled!("is not a multiple of 8")),
         row(
+            "v3-variation-in-v2-core",
+            |d| {
+                *d = CoreDraft::varying();
+                d.manifest.format.version = 2;
+            },
+            invalid!(V3FieldInOlder { field: "variation", version: 2, .. }),
+        ),
+        row("v3-variation-one-launch", |d| vary(d, |v| v.launches = 1), unsettled!("2 to 65536 are recorded")),
+        row("v3-variation-no-other-digest", |d| vary(d, |v| v.sha256s.clear()), unsettled!("1 to one fewer")),
+        row(
+            "v3-variation-first-digest-again",
+            |d| {
+                vary(d, |_| {});
+                let first = d.manifest.expectations[0].outputs[0].sha256.clone();
+                d.variation_mut().sha256s.push(first);
+            },
+            unsettled!("is listed twice"),
+        ),
+        row(
+            "v3-variation-element-misfits",
+            |d| {
+                vary(d, |v| v.element = gnomon_core::spread::Element::Float64);
+                d.manifest.buffers[1].size = 4092;
+                if let NodeOp::Memcpy(copy) = &mut d.manifest.templates[0].nodes[2].op {
+                    copy.bytes = 4092;
+                }
+            },
+            unsettled!("4092 bytes are not a whole number of Float64 elements"),
+        ),
+        row("v3-variation-fraction-zero", |d| vary(d, |v| v.differing_fraction = 0.0), unsettled!("(0, 1]")),
+        row(
+            "v3-variation-spread-on-bytes",
+            |d| vary(d, |v| v.element = gnomon_core::spread::Element::Bytes),
+            unsettled!("for bytes neither max-abs nor max-ulp"),
+        ),
+        row("v3-variation-unknown-node", |d| vary(d, |v| v.nodes = vec!["n9".into()]), unsettled!("node `n9`")),
+        row(
+            "v3-variation-first-launch-missing",
+            |d| {
+                vary(d, |_| {});
+                d.files.remove(VARYING_FILE);
+            },
+            invalid!(MissingFile { .. }),
+        ),
+        row(
+            "v3-variation-first-launch-altered",
+            |d| {
+                vary(d, |_| {});
+                d.files.get_mut(VARYING_FILE).expect("written")[0] ^= 1;
+            },
+            invalid!(HashMismatch { .. }),
+        ),
+        row(
+            "v3-variation-first-launch-short",
+            |d| {
+                vary(d, |_| {});
+                d.files.get_mut(VARYING_FILE).expect("written").pop();
+            },
+            invalid!(FileSize { .. }),
+        ),
+        row(
             "shard-holds-unstored-bytes",
             |d| {
                 // The digests fit the stored length; the file still holds the whole shard.
@@ -521,6 +582,12 @@ fn external_pointer(d: &mut CoreDraft) {
 fn unchecked(d: &mut CoreDraft, template: &str, reason: &str) {
     d.manifest.expectations.clear();
     d.manifest.unchecked.push(Unchecked { template: template.into(), reason: reason.into() });
+}
+
+/// The varying sample with its variation changed by `change`.
+fn vary(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Variation)) {
+    *d = CoreDraft::varying();
+    change(d.variation_mut());
 }
 
 fn nothing_checked(d: &mut CoreDraft) {
@@ -677,6 +744,13 @@ pub fn cases() -> Vec<Case> {
             draft.manifest.expectations[0].tolerance = Some(0.0);
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "a core that asks for an exact match").map(drop)
+        }),
+        Case::new("cpu/manifest/varying-output-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            CoreDraft::varying().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let core = accepted(Core::open(root.path()), "a core with an output recorded as varying")?;
+            let v = core.manifest().expectations[0].outputs[0].variation.as_ref();
+            ensure(v.is_some_and(|v| v.nodes == ["n1"]), || format!("its variation read back as {v:?}"))
         }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;

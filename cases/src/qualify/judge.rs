@@ -21,13 +21,16 @@ use gnomon_core::{
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
-use super::{core_cases, Budget, CoreDir, Profile};
+use super::{
+    agreement::{Agreement, Agreements},
+    core_cases, Budget, CoreDir, Profile,
+};
 
 type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
     rebuilt::Recorded,
-    replay::native::{digests_match, replay_metrics, start_metrics, start_stages, within_reference},
+    replay::native::{replay_metrics, start_metrics, start_stages, within_reference},
     Case, Metrics, Verdict,
 };
 
@@ -102,6 +105,15 @@ impl Verdicts {
     fn amend(&mut self, suffix: &str, change: impl FnOnce(&mut CaseRecord)) {
         if let Some(record) = self.records.get_mut(&self.id(suffix)) {
             change(record);
+        }
+    }
+
+    /// As [`Self::set`], with a passed case saying which outputs agreed other than bitwise.
+    fn set_agreed(&mut self, suffix: &str, result: Result<Agreed, Verdict>) {
+        let sentence = result.as_ref().ok().and_then(Agreed::sentence);
+        self.set(suffix, result.map(|a| a.metrics().into_iter().chain(a.metrics).collect()));
+        if let Some(sentence) = sentence {
+            self.amend(suffix, |r| r.reason = Some(sentence));
         }
     }
 
@@ -218,7 +230,8 @@ fn judge_replay(
         let tolerance = |buffer: &str| profile.tolerance(template, buffer);
         within_reference(core, report, template, &tolerance)
     };
-    judge_templates(v, &facts, &launched, &reference);
+    let agreements = Agreements::of(core, profile.rule).map_err(|e| format!("the core's varying outputs: {e}"))?;
+    judge_templates(v, &facts, &launched, &agreements, &reference);
     let mut metrics = replay_metrics(core, report, None, &stages);
     metrics.extend(start_metrics(started));
     for (metric, budget) in budgets {
@@ -271,37 +284,95 @@ struct Launched<'a> {
 }
 
 /// After a completed restore, every template gets its rebuild, instantiate and outputs
-/// verdicts, and the core its determinism, weights, checker and poison verdicts.
-/// `reference` holds a template's outputs against the CPU reference the core names.
+/// verdicts, and the core its determinism, weights, checker and poison verdicts, each
+/// output held to `agreements`' rule. `reference` holds a template's outputs against the
+/// CPU reference the core names.
 fn judge_templates(
     v: &mut Verdicts,
     templates: &[TemplateFacts],
     launched: &Launched,
+    agreements: &Agreements,
     reference: &dyn Fn(&str) -> Result<f32, Verdict>,
 ) {
     v.restored = true;
     for t in templates {
         v.pass(&format!("template={}/rebuild", t.name));
         v.pass(&format!("template={}/instantiate", t.name));
-        v.set(&format!("template={}/outputs", t.name), outputs_of(t, launched.outputs, reference));
+        let case = format!("template={}/outputs", t.name);
+        v.set_agreed(&case, outputs_of(t, launched.outputs, agreements, reference));
     }
     let checked: Vec<&TemplateFacts> = templates.iter().filter(|t| t.unchecked.is_none()).collect();
-    v.set("determinism", deterministic(&checked, launched));
+    v.set_agreed("determinism", deterministic(&checked, launched, agreements));
     let launches_checked = templates.len() as u32 * launched.launches;
     v.set("weights-unchanged", Ok(Metrics::from([measured("launches-checked", launches_checked as f64, "1")])));
     let names: Vec<&str> = checked.iter().map(|t| t.name).collect();
-    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, launched.outputs));
-    v.set("poison-independence", poison_independent(&checked, launched));
+    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, launched.outputs, agreements));
+    v.set_agreed("poison-independence", poison_independent(&checked, launched, agreements));
 }
 
-/// A template's first-launch outputs: every expected one present, bitwise against the
+/// What outputs a case compared agreed by other than equal bits, for its metrics and the
+/// sentence a passed case carries.
+#[derive(Default)]
+struct Agreed {
+    /// The case's own metrics.
+    metrics: Metrics,
+    recorded: usize,
+    tolerated: Vec<String>,
+    /// The largest fraction of its allowed ULP distance any tolerated output used.
+    worst_share: f64,
+}
+
+impl Agreed {
+    fn add(&mut self, o: &OutputCheck, agreement: Agreement) {
+        match agreement {
+            Agreement::Bitwise => {}
+            Agreement::Recorded => self.recorded += 1,
+            Agreement::Tolerated { max_ulp, allowed, max_abs } => {
+                self.worst_share = self.worst_share.max(max_ulp as f64 / allowed.max(1) as f64);
+                self.tolerated.push(format!(
+                    "`{}` `{}` launch {}: {max_ulp} ULP (absolute {max_abs:e}) of {allowed} allowed",
+                    o.template, o.buffer, o.launch
+                ));
+            }
+        }
+    }
+
+    /// How the case's outputs agreed, counted.
+    fn metrics(&self) -> Metrics {
+        Metrics::from([
+            measured("outputs-as-a-recorded-variant", self.recorded as f64, "1"),
+            measured("outputs-within-tolerance", self.tolerated.len() as f64, "1"),
+            measured("tolerance-used", self.worst_share, "1"),
+        ])
+    }
+
+    /// Why a case passed that compared outputs not bit for bit, if it did.
+    fn sentence(&self) -> Option<String> {
+        let recorded = match self.recorded {
+            0 => None,
+            n => Some(format!("{n} outputs gave a digest the original run's launches also gave")),
+        };
+        let tolerated = match self.tolerated.len() {
+            0 => None,
+            n => Some(format!(
+                "{n} outputs varying in the original run were judged within the tolerance its launches \
+                 recorded: {}",
+                self.tolerated.join("; ")
+            )),
+        };
+        let said: Vec<String> = recorded.into_iter().chain(tolerated).collect();
+        (!said.is_empty()).then(|| format!("passed, not all bitwise: {}", said.join("; ")))
+    }
+}
+/// A template's first-launch outputs: every expected one present, agreeing with the
 /// original run, then against the CPU reference the core names. An unchecked template is
 /// skipped with the core's reason.
 fn outputs_of(
     t: &TemplateFacts,
     outputs: &[OutputCheck],
+    agreements: &Agreements,
     reference: &dyn Fn(&str) -> Result<f32, Verdict>,
-) -> Result<Metrics, Verdict> {
+) -> Result<Agreed, Verdict> {
     if let Some(reason) = t.unchecked {
         return Err(Verdict::Skipped(format!("the core declares it unchecked: {reason}")));
     }
@@ -320,29 +391,36 @@ fn outputs_of(
             t.name, t.expected
         )));
     }
-    digests_match(t.name, outputs)?;
+    let mut agreed = Agreed::default();
+    for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
+        agreed.add(o, agreements.agrees(o, &o.expected_sha256).map_err(Verdict::Failed)?);
+    }
     let worst = reference(t.name)?;
-    Ok(Metrics::from([
+    agreed.metrics = Metrics::from([
         measured("outputs-compared", t.expected as f64, "1"),
         measured("reference-max-scaled-diff", worst as f64, "1"),
-    ]))
+    ]);
+    Ok(agreed)
 }
 
 /// Every launch of every checked template gave the outputs its first launch gave, and
 /// every launch is there: launches 0..N of each expected output, once each.
-fn deterministic(templates: &[&TemplateFacts], launched: &Launched) -> Result<Metrics, Verdict> {
+fn deterministic(
+    templates: &[&TemplateFacts],
+    launched: &Launched,
+    agreements: &Agreements,
+) -> Result<Agreed, Verdict> {
+    let mut agreed = Agreed::default();
     for t in templates {
         let mine: Vec<&OutputCheck> = launched.outputs.iter().filter(|o| o.template == t.name).collect();
         for first in mine.iter().filter(|o| o.launch == 0) {
             let mut seen: Vec<u32> = Vec::new();
             for o in mine.iter().filter(|o| o.buffer == first.buffer) {
                 seen.push(o.launch);
-                if o.actual_sha256 != first.actual_sha256 {
-                    return Err(Verdict::Failed(format!(
-                        "template `{}` output `{}`: launch {} gave SHA-256 {}, launch 0 gave {}",
-                        t.name, o.buffer, o.launch, o.actual_sha256, first.actual_sha256
-                    )));
-                }
+                let agreement = agreements
+                    .agrees(o, &first.actual_sha256)
+                    .map_err(|why| Verdict::Failed(format!("launch {} against launch 0: {why}", o.launch)))?;
+                agreed.add(o, agreement);
             }
             seen.sort_unstable();
             if !seen.iter().copied().eq(0..launched.launches) {
@@ -353,24 +431,33 @@ fn deterministic(templates: &[&TemplateFacts], launched: &Launched) -> Result<Me
             }
         }
     }
-    Ok(Metrics::from([measured("launches-per-template", launched.launches as f64, "1")]))
+    agreed.metrics = Metrics::from([measured("launches-per-template", launched.launches as f64, "1")]);
+    Ok(agreed)
 }
 
 /// A template that reads memory it never wrote gives other outputs when that memory
 /// holds another pattern: after the undefined buffers were poisoned anew, each checked
 /// template's outputs must equal its first launch's.
-fn poison_independent(templates: &[&TemplateFacts], launched: &Launched) -> Result<Metrics, Verdict> {
+fn poison_independent(
+    templates: &[&TemplateFacts],
+    launched: &Launched,
+    agreements: &Agreements,
+) -> Result<Agreed, Verdict> {
+    let mut agreed = Agreed::default();
     let mut compared = 0;
     let checked = |o: &&OutputCheck| o.launch == 0 && templates.iter().any(|t| t.name == o.template);
     for first in launched.outputs.iter().filter(checked) {
         let again = launched.repoisoned.iter().find(|o| o.template == first.template && o.buffer == first.buffer);
-        match again {
-            Some(o) if o.actual_sha256 == first.actual_sha256 => compared += 1,
-            Some(o) => {
+        match again.map(|o| (o, agreements.agrees(o, &first.actual_sha256))) {
+            Some((o, Ok(agreement))) => {
+                agreed.add(o, agreement);
+                compared += 1;
+            }
+            Some((_, Err(why))) => {
                 return Err(Verdict::Failed(format!(
-                    "template `{}` output `{}` depends on memory it never wrote: SHA-256 {} under one poison \
-                     pattern, {} under another",
-                    first.template, first.buffer, first.actual_sha256, o.actual_sha256
+                    "template `{}` output `{}` depends on memory it never wrote: under another poison pattern, \
+                     {why}",
+                    first.template, first.buffer
                 )))
             }
             None => {
@@ -381,52 +468,32 @@ fn poison_independent(templates: &[&TemplateFacts], launched: &Launched) -> Resu
             }
         }
     }
-    Ok(Metrics::from([measured("outputs-compared", compared as f64, "1")]))
+    agreed.metrics = Metrics::from([measured("outputs-compared", compared as f64, "1")]);
+    Ok(agreed)
 }
 
-/// The checker of this gnomon must fail a wrong digest of every output of every template:
-/// each expected digest is altered in turn and the comparison the outputs cases use must
-/// refuse it, naming that template.
-fn checker_rejects_wrong_outputs(templates: &[&str], outputs: &[OutputCheck]) -> Result<Metrics, Verdict> {
-    // The comparison reads digests only: one copy without the bytes, each digest altered
-    // in turn and put back.
-    let mut wrong: Vec<OutputCheck> = outputs.iter().map(digests_of).collect();
+/// The checker of this gnomon must refuse a wrong output of every output of every
+/// template: each first-launch output is altered in turn (its digest, and a varying
+/// output's bytes past any tolerance) and the rule the outputs cases use must refuse it.
+fn checker_rejects_wrong_outputs(
+    templates: &[&str],
+    outputs: &[OutputCheck],
+    agreements: &Agreements,
+) -> Result<Metrics, Verdict> {
     let mut altered = 0;
-    for (i, o) in outputs.iter().enumerate().filter(|(_, o)| o.launch == 0) {
-        wrong[i].expected_sha256 = flip_first_digit(&o.expected_sha256);
-        if digests_match(&o.template, &wrong).is_ok() {
+    for o in outputs.iter().filter(|o| o.launch == 0) {
+        if agreements.agrees(&agreements.wrong(o), &o.expected_sha256).is_ok() {
             return Err(Verdict::Failed(format!(
-                "the checker accepted a wrong digest for template `{}` output `{}`",
+                "the checker accepted a wrong output for template `{}` output `{}`",
                 o.template, o.buffer
             )));
         }
-        wrong[i].expected_sha256.clone_from(&o.expected_sha256);
         altered += 1;
     }
     match templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
         Some(t) => Err(Verdict::Failed(format!("template `{t}` produced no output to check"))),
         None => Ok(Metrics::from([measured("wrong-digests-refused", altered as f64, "1")])),
     }
-}
-
-/// An output's record without its bytes.
-fn digests_of(o: &OutputCheck) -> OutputCheck {
-    OutputCheck {
-        template: o.template.clone(),
-        buffer: o.buffer.clone(),
-        launch: o.launch,
-        expected_sha256: o.expected_sha256.clone(),
-        actual_sha256: o.actual_sha256.clone(),
-        bytes: Vec::new(),
-    }
-}
-
-fn flip_first_digit(hex: &str) -> String {
-    let mut chars: Vec<char> = hex.chars().collect();
-    if let Some(c) = chars.first_mut() {
-        *c = if *c == '0' { '1' } else { '0' };
-    }
-    chars.into_iter().collect()
 }
 
 /// The restore stopped: the stages before the failing one passed, the failing stage's
@@ -644,7 +711,7 @@ mod tests {
         let mut repoisoned: Vec<OutputCheck> = checked.map(|t| output(t.name, 0, "aa")).collect();
         change(&mut outputs, &mut repoisoned);
         let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
-        judge_templates(&mut v, facts, &launched, &|_| Ok(0.0));
+        judge_templates(&mut v, facts, &launched, &Agreements::default(), &|_| Ok(0.0));
         let records = v.finish();
         let weights = records.iter().find(|r| r.id.as_str() == "qualify/x/weights-unchanged").expect("a record");
         let checked = facts.len() as f64 * 3.0;
@@ -746,7 +813,7 @@ mod tests {
         });
         let (status, reason) = status_of(&got, "determinism");
         assert_eq!(status, Status::Failed);
-        assert!(reason.starts_with("template `b` output `y`: launch 1 gave SHA-256 aaaa"), "{reason}");
+        assert!(reason.starts_with("launch 1 against launch 0: template `b` output `y` has SHA-256 aaaa"), "{reason}");
         let got = judged(&facts(false), |outputs, _| outputs.retain(|o| !(o.template == "a" && o.launch == 1)));
         assert_eq!(
             status_of(&got, "determinism"),
@@ -777,9 +844,8 @@ mod tests {
         let facts = facts(true);
         let outputs: Vec<OutputCheck> = ["a", "c"].iter().flat_map(|t| (0..3).map(|l| output(t, l, "aa"))).collect();
         let repoisoned = vec![output("a", 0, "aa"), output("c", 0, "aa")];
-        judge_templates(&mut v, &facts, &Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 }, &|_| {
-            Ok(0.0)
-        });
+        let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
+        judge_templates(&mut v, &facts, &launched, &Agreements::default(), &|_| Ok(0.0));
         let records = v.finish();
         let metric = |id: &str, name: &str| {
             let r = records.iter().find(|r| r.id.as_str() == format!("qualify/x/{id}")).unwrap();
@@ -805,12 +871,6 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_digest_differs_in_its_first_digit() {
-        assert_eq!(flip_first_digit("ab12"), "0b12");
-        assert_eq!(flip_first_digit("0b12"), "1b12");
-    }
-
-    #[test]
     fn outputs_that_change_under_another_poison_fail_poison_independence() {
         let got = judged(&facts(false), |_, repoisoned| repoisoned[2].actual_sha256 = "cc".repeat(32));
         let (status, reason) = status_of(&got, "poison-independence");
@@ -831,8 +891,9 @@ mod tests {
             bytes: Vec::new(),
         };
         let outputs = vec![output("a"), output("b")];
-        assert!(checker_rejects_wrong_outputs(&["a", "b"], &outputs).is_ok());
-        let missing = checker_rejects_wrong_outputs(&["a", "b", "c"], &outputs).unwrap_err();
+        let agreements = Agreements::default();
+        assert!(checker_rejects_wrong_outputs(&["a", "b"], &outputs, &agreements).is_ok());
+        let missing = checker_rejects_wrong_outputs(&["a", "b", "c"], &outputs, &agreements).unwrap_err();
         assert_eq!(missing, Verdict::Failed("template `c` produced no output to check".into()));
     }
 }

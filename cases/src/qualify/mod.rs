@@ -3,6 +3,7 @@
 //! no GPU; everything else about a core is judged by one child process that restores it
 //! once ([`judge`]), and the ranks of a set are restored on their own GPUs at once.
 
+mod agreement;
 mod judge;
 mod profile;
 mod target;

@@ -8,6 +8,7 @@ use std::{
 
 use serde::Deserialize;
 
+use super::agreement::{Rule, DEFAULT_MARGIN};
 use crate::expectations::{Entry, Expectations};
 
 #[derive(Debug, Deserialize)]
@@ -19,6 +20,10 @@ struct File {
     launches: u32,
     #[serde(default)]
     tolerances: BTreeMap<String, f64>,
+    #[serde(default = "default_margin")]
+    variation_margin: f64,
+    #[serde(default)]
+    bitwise_only: bool,
     #[serde(default)]
     budgets: BTreeMap<String, Budget>,
     #[serde(default)]
@@ -27,6 +32,10 @@ struct File {
 
 fn default_launches() -> u32 {
     3
+}
+
+fn default_margin() -> f64 {
+    DEFAULT_MARGIN
 }
 
 /// A bound on a metric of the restore: a case that fails when the metric is past it.
@@ -58,6 +67,8 @@ pub struct Profile {
     pub launches: u32,
     /// Tolerance against the CPU reference by `template/buffer`, instead of the core's.
     pub tolerances: BTreeMap<String, f64>,
+    /// How outputs the core records as varying may pass.
+    pub rule: Rule,
     /// By `METRIC` or `TARGET/METRIC`; see [`Profile::budgets_for`].
     pub budgets: BTreeMap<String, Budget>,
     pub expectations: Expectations,
@@ -94,12 +105,16 @@ impl Profile {
                 return Err(format!("budget `{metric}`: give a finite max, min or both"));
             }
         }
+        if !(file.variation_margin.is_finite() && (0.0..=1e6).contains(&file.variation_margin)) {
+            return Err(format!("variation-margin = {}: a number from 0 to 1e6", file.variation_margin));
+        }
         let base = path.and_then(Path::parent).unwrap_or(Path::new(""));
         Ok(Self {
             path: path.map(Path::to_owned),
             cores: file.cores.iter().map(|c| base.join(c)).collect(),
             launches: file.launches,
             tolerances: file.tolerances,
+            rule: Rule { margin: file.variation_margin, bitwise_only: file.bitwise_only },
             budgets: file.budgets,
             expectations: Expectations::from_entries(file.expect)?,
         })

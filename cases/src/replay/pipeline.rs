@@ -343,7 +343,11 @@ fn original_run(
                     "fixture: the original run of `{name}` differs from the CPU reference in `{buffer}` by {diff}"
                 )));
             }
-            outputs.push(OutputDigest { buffer: buffer.into(), sha256: hash_hex(&bytes[..]).expect("hashing memory") });
+            outputs.push(OutputDigest {
+                buffer: buffer.into(),
+                sha256: hash_hex(&bytes[..]).expect("hashing memory"),
+                variation: None,
+            });
         }
         expectations.push(Expectation {
             template: name,

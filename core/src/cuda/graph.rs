@@ -174,6 +174,26 @@ impl RetainedGraph {
         Ok(Self::from_raw(ctx.clone(), copy))
     }
 
+    /// A copy of this graph without the nodes `keep` leaves out (by position in
+    /// [`Self::nodes`]), their edges going with them. Keeping every predecessor of each
+    /// kept node (a prefix of a topological order) leaves a graph that runs the same
+    /// kernels on the same inputs up to there: what finds the node an output's variation
+    /// starts at.
+    pub fn without(&self, keep: impl Fn(usize) -> bool) -> Result<Self> {
+        let mut copy = ptr::null_mut();
+        // SAFETY: clones this live graph into a new one, destroyed in `Drop`.
+        self.ctx.call("cuGraphClone", || unsafe { sys::cuGraphClone(&mut copy, self.raw) })?;
+        let pruned = Self { ctx: self.ctx.clone(), raw: copy, added: Vec::new(), functions: self.functions.clone() };
+        for (_, node) in self.raw_nodes()?.into_iter().enumerate().filter(|(i, _)| !keep(*i)) {
+            let mut cloned = ptr::null_mut();
+            // SAFETY: `node` is a node of this graph, `copy` its clone.
+            check("cuGraphNodeFindInClone", unsafe { sys::cuGraphNodeFindInClone(&mut cloned, node, copy) })?;
+            // SAFETY: `cloned` is a node of `copy`, which no executable was made from yet.
+            check("cuGraphDestroyNode", unsafe { sys::cuGraphDestroyNode(cloned) })?;
+        }
+        Ok(pruned)
+    }
+
     /// An empty template to build node by node.
     pub fn empty(ctx: &Context) -> Result<Self> {
         let mut raw = ptr::null_mut();

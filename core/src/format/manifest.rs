@@ -498,11 +498,38 @@ pub struct Expectation {
     pub tolerance: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct OutputDigest {
     pub buffer: String,
+    /// The digest of the output after the original run's first launch.
     pub sha256: String,
+    /// (v3) How the output varied over the original run's launches, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variation: Option<Variation>,
+}
+
+/// An output that launches of the original run, each from the same state, did not give
+/// bit for bit alike (a kernel that is not reproducible), and how far apart they were.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Variation {
+    pub element: crate::spread::Element,
+    /// Launches the original run compared.
+    pub launches: u32,
+    /// Every other digest those launches gave.
+    pub sha256s: Vec<String>,
+    /// The widest spread of any launch from the first, in absolute value and ULP.
+    pub max_abs: f64,
+    pub max_ulp: u64,
+    /// Of the output's elements, the largest fraction one launch changed.
+    pub differing_fraction: f64,
+    /// The first launch's bytes (their digest is the output's `sha256`), which a replayed
+    /// output no launch gave is held to within the tolerance.
+    pub file: String,
+    /// Nodes found to give different results from the same inputs, in capture order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 /// Bytes as lowercase hex, the one spelling the format writes; uppercase is refused, so a

@@ -12,6 +12,7 @@
 
 mod checksum;
 mod floors;
+mod loaded;
 mod rebuild;
 mod stage;
 mod start;
@@ -21,7 +22,9 @@ use std::{collections::HashMap, time::Instant};
 
 use bytesize::ByteSize;
 
+pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
+pub use loaded::LoadedState;
 pub use rebuild::Functions;
 pub use stage::Stage;
 pub use start::{start, StartError, Started};
@@ -29,7 +32,7 @@ pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
-    cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Module, Overlap, RetainedGraph, Stream},
+    cuda::{ArenaMapping, Context, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
     format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest},
     validate::{recorded_flags, Core},
@@ -54,7 +57,8 @@ pub struct OutputCheck {
     pub launch: u32,
     pub expected_sha256: String,
     pub actual_sha256: String,
-    /// The output's bytes, kept for the first launch only (later ones are judged by digest).
+    /// The output's bytes, kept for the first launch, and for every launch of an output
+    /// the core records as varying (later launches of the others are judged by digest).
     pub bytes: Vec<u8>,
 }
 
@@ -79,7 +83,7 @@ pub struct ReplayReport {
     /// Seconds this thread spent building templates, alongside the upload or after it (0
     /// for handed executables).
     pub building_s: f64,
-    arena: Restored,
+    arena: LoadedState,
 }
 
 impl std::fmt::Debug for ReplayReport {
@@ -187,7 +191,7 @@ fn restore_and_launch(
     // Loaded for the checks (contents here, weights after the launches), timed with them.
     let checksummer = stages.time(Stage::WeightsCheck, || checksum::Checksummer::new(ctx))?;
     stages.time(Stage::ContentsCheck, || check_contents(m, ctx, &checksummer))?;
-    let arena = stages.time(Stage::WritableCopies, || Restored::new(ctx, m, mapping))?;
+    let arena = stages.time(Stage::WritableCopies, || LoadedState::keep(ctx, m, mapping))?;
     let executables = rebuilt.map_err(|(stage, e)| {
         stages.fail(stage);
         e
@@ -199,7 +203,7 @@ fn restore_and_launch(
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
-        arena.poison_undefined(SECOND_POISON)?;
+        arena.fill_unstored(SECOND_POISON)?;
         repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
@@ -365,70 +369,6 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
     Ok(())
 }
 
-/// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
-/// a reset costs what templates can write, not the arena.
-struct Restored {
-    _mapping: Option<ArenaMapping>,
-    ctx: Context,
-    base: u64,
-    buffers: HashMap<String, Buffer>,
-    writable: Vec<(Buffer, DeviceBuffer)>,
-}
-
-impl Restored {
-    fn new(ctx: &Context, m: &Manifest, mapping: Option<ArenaMapping>) -> Result<Self, ReplayError> {
-        let stream = ctx.stream()?;
-        let mut writable = Vec::new();
-        for b in m.buffers.iter().filter(|b| b.role != BufferRole::Weight && b.size > 0) {
-            let copy = ctx.alloc(b.size)?;
-            // SAFETY: the buffer lies in the mapped arena; `copy` was allocated with its size.
-            unsafe { stream.copy(copy.ptr(), m.arena.base + b.offset, b.size) }?;
-            writable.push((b.clone(), copy));
-        }
-        stream.synchronize()?;
-        let buffers = m.buffers.iter().map(|b| (b.name.clone(), b.clone())).collect();
-        Ok(Self { _mapping: mapping, ctx: ctx.clone(), base: m.arena.base, buffers, writable })
-    }
-
-    /// Fills every undefined buffer, and its copy that resets restore, with `byte`.
-    fn poison_undefined(&self, byte: u8) -> Result<(), ReplayError> {
-        let stream = self.ctx.stream()?;
-        for (b, copy) in self.writable.iter().filter(|(b, _)| b.contents == BufferContents::Undefined) {
-            // SAFETY: the buffer lies in the mapped arena; `copy` was allocated with its size.
-            unsafe {
-                stream.memset_u8(self.base + b.offset, byte, b.size)?;
-                stream.memset_u8(copy.ptr(), byte, b.size)?;
-            }
-        }
-        Ok(stream.synchronize()?)
-    }
-
-    /// Enqueues the copies that put every writable buffer back as loaded.
-    fn reset(&self, stream: &Stream) -> Result<(), ReplayError> {
-        for (b, copy) in &self.writable {
-            // SAFETY: as in `new`, in the other direction.
-            unsafe { stream.copy(self.base + b.offset, copy.ptr(), b.size) }?;
-        }
-        Ok(())
-    }
-
-    fn initial_contents(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
-        if let Some((_, copy)) = self.writable.iter().find(|(b, _)| b.name == name) {
-            return Ok(copy.download()?);
-        }
-        let b = self
-            .buffers
-            .get(name)
-            .ok_or_else(|| crate::errors::CudaError::Unsupported(format!("the core has no buffer `{name}`")))?;
-        // SAFETY: a buffer of the validated core, inside the arena this value keeps mapped.
-        Ok(unsafe { self.ctx.read(self.base + b.offset, b.size) }?)
-    }
-
-    fn address(&self, b: &Buffer) -> u64 {
-        self.base + b.offset
-    }
-}
-
 /// A module's image as validated: the bytes read now must hash to the manifest's digest,
 /// so a file swapped since validation never reaches the driver.
 fn module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
@@ -493,7 +433,7 @@ struct Launched {
 fn launch_all(
     ctx: &Context,
     core: &Core,
-    arena: &Restored,
+    arena: &LoadedState,
     plan: &ReplayPlan<GraphExec>,
     launches: u32,
     checksummer: &checksum::Checksummer,
@@ -520,7 +460,7 @@ fn launch_all(
         first_launch.get_or_insert(launched as f64 / 1e3);
         kernels_ms += launched as f64;
         stages.time(Stage::ReadOutputs, || {
-            read_outputs(ctx, expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
+            read_outputs(expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
         })?;
     }
     stages.template = None;
@@ -531,19 +471,18 @@ fn launch_all(
     Ok(Launched { outputs, first_launch_s: first_launch.unwrap_or(0.0), kernels_s: kernels_ms / 1e3 })
 }
 
-/// Digests every output of a template's expectation after its `launch`-th launch.
+/// Digests every output of a template's expectation after its `launch`-th launch; keeps
+/// the bytes of the first launch, and of every launch of an output that varies (judged
+/// within a tolerance when its digest is none the original run gave).
 fn read_outputs(
-    ctx: &Context,
     expectation: Option<&Expectation>,
-    arena: &Restored,
+    arena: &LoadedState,
     launch: u32,
     outputs: &mut Vec<OutputCheck>,
 ) -> Result<(), ReplayError> {
     let Some(e) = expectation else { return Ok(()) };
     for o in &e.outputs {
-        let b = &arena.buffers[&o.buffer];
-        // SAFETY: a buffer of the validated, mapped arena.
-        let bytes = unsafe { ctx.read(arena.address(b), b.size) }?;
+        let bytes = arena.read(&o.buffer)?;
         let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
         outputs.push(OutputCheck {
             template: e.template.clone(),
@@ -551,7 +490,7 @@ fn read_outputs(
             launch,
             expected_sha256: o.sha256.clone(),
             actual_sha256,
-            bytes: if launch == 0 { bytes } else { Vec::new() },
+            bytes: if launch == 0 || o.variation.is_some() { bytes } else { Vec::new() },
         });
     }
     Ok(())
@@ -567,7 +506,7 @@ struct Weights<'c> {
 impl<'c> Weights<'c> {
     fn loaded(
         m: &'c Manifest,
-        arena: &Restored,
+        arena: &LoadedState,
         checksummer: &'c checksum::Checksummer,
         stream: &Stream,
     ) -> Result<Self, ReplayError> {
@@ -592,7 +531,7 @@ impl<'c> Weights<'c> {
         &self,
         core: &Core,
         ctx: &Context,
-        arena: &Restored,
+        arena: &LoadedState,
         plan: &ReplayPlan<GraphExec>,
         changed: &[usize],
         stream: &Stream,

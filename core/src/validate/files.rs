@@ -36,7 +36,25 @@ pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
     if shards == ShardContents::Hashed {
         in_parallel(&pieces(m), |piece| verify_piece(dir, piece))?;
     }
-    in_parallel(&m.modules, module)
+    in_parallel(&m.modules, module)?;
+    in_parallel(&first_launches(m), |(item, file, sha256, size)| {
+        verify_file(dir, item, file, Some(sha256), |len| (len != *size).then_some(*size))
+    })
+}
+
+/// Each varying output's file of first-launch bytes: its item, path, digest and size.
+fn first_launches(m: &Manifest) -> Vec<(String, &str, &str, u64)> {
+    let sizes: std::collections::HashMap<&str, u64> = m.buffers.iter().map(|b| (b.name.as_str(), b.size)).collect();
+    let mut files = Vec::new();
+    for e in &m.expectations {
+        for o in &e.outputs {
+            if let Some(v) = &o.variation {
+                let item = format!("first launch of template `{}` output `{}`", e.template, o.buffer);
+                files.push((item, v.file.as_str(), o.sha256.as_str(), sizes[o.buffer.as_str()]));
+            }
+        }
+    }
+    files
 }
 
 /// Hashes one piece of a shard file (whose size was checked) against its digest.

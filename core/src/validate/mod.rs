@@ -13,7 +13,7 @@ use crate::{
     format::{
         buffer_at,
         digest::{chunk_count, CHUNK_BYTES_RANGE},
-        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, RecordedFlags, Shard, Template,
+        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, RecordedFlags, Shard, Template, Variation,
     },
     shards::ShardCap,
 };
@@ -111,7 +111,60 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
     if !m.producer_seconds.is_empty() {
         return found("producer-seconds", "the manifest".into());
     }
+    for e in &m.expectations {
+        if let Some(o) = e.outputs.iter().find(|o| o.variation.is_some()) {
+            return found("variation", output_item(&e.template, &o.buffer));
+        }
+    }
     Ok(())
+}
+
+fn output_item(template: &str, buffer: &str) -> String {
+    format!("expectation of template `{template}` output `{buffer}`")
+}
+
+/// At most this many launches recorded of a varying output.
+pub const MAX_VARIATION_LAUNCHES: u32 = 1 << 16;
+
+/// A varying output (v3): its element divides the buffer, its launches and digests agree,
+/// its spread is a spread, its file is named, and its nodes are the template's.
+fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) -> Result {
+    let fail = |what: String| Err(E::Unsettled { item: output_item(&template.name, &buffer.name), what });
+    if buffer.size % v.element.size() as u64 != 0 {
+        return fail(format!("its {} bytes are not a whole number of {:?} elements", buffer.size, v.element));
+    }
+    if !(2..=MAX_VARIATION_LAUNCHES).contains(&v.launches) {
+        return fail(format!("variation over {} launches: 2 to {MAX_VARIATION_LAUNCHES} are recorded", v.launches));
+    }
+    if v.sha256s.is_empty() || v.sha256s.len() >= v.launches as usize {
+        let n = v.sha256s.len();
+        return fail(format!("{n} other digests over {} launches: 1 to one fewer than the launches", v.launches));
+    }
+    for d in &v.sha256s {
+        digest(|| output_item(&template.name, &buffer.name), d)?;
+    }
+    if let Some(d) = first_duplicate(v.sha256s.iter().map(String::as_str).chain([sha256])) {
+        return fail(format!("digest {d} is listed twice (the first launch's included)"));
+    }
+    let spread_ok = v.max_abs.is_finite() && v.max_abs >= 0.0 && v.differing_fraction > 0.0;
+    if !spread_ok || v.differing_fraction > 1.0 || (!v.element.is_float() && (v.max_abs, v.max_ulp) != (0.0, 0)) {
+        return fail(format!(
+            "max-abs {}, max-ulp {}, differing-fraction {}: a finite max-abs ≥ 0, a fraction in (0, 1], \
+             and for bytes neither max-abs nor max-ulp",
+            v.max_abs, v.max_ulp, v.differing_fraction
+        ));
+    }
+    if v.file.is_empty() {
+        return fail("names no file of the first launch's bytes".into());
+    }
+    let nodes: HashSet<&str> = template.nodes.iter().map(|n| n.id.as_str()).collect();
+    if let Some(n) = v.nodes.iter().find(|n| !nodes.contains(n.as_str())) {
+        return fail(format!("names node `{n}`, which the template does not have"));
+    }
+    match first_duplicate(v.nodes.iter().map(String::as_str)) {
+        Some(n) => fail(format!("names node `{n}` twice")),
+        None => Ok(()),
+    }
 }
 
 /// At most this many producer figures, so a manifest cannot flood a report.
@@ -431,17 +484,21 @@ fn checked(m: &Manifest) -> Result {
 }
 
 fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
-    let templates: HashSet<&str> = m.templates.iter().map(|t| t.name.as_str()).collect();
+    let templates: HashMap<&str, &Template> = m.templates.iter().map(|t| (t.name.as_str(), t)).collect();
     unique("expectation of template", m.expectations.iter().map(|e| e.template.as_str()))?;
     for (index, e) in m.expectations.iter().enumerate() {
-        if !templates.contains(e.template.as_str()) {
+        if !templates.contains_key(e.template.as_str()) {
             return Err(E::ExpectationTarget { index, kind: "template", name: e.template.clone() });
         }
         if let Some(o) = e.outputs.iter().find(|o| !buffers.by_name.contains_key(o.buffer.as_str())) {
             return Err(E::ExpectationTarget { index, kind: "buffer", name: o.buffer.clone() });
         }
+        let template = templates[e.template.as_str()];
         for o in &e.outputs {
-            digest(|| format!("expectation of template `{}` output `{}`", e.template, o.buffer), &o.sha256)?;
+            digest(|| output_item(&e.template, &o.buffer), &o.sha256)?;
+            if let Some(v) = &o.variation {
+                variation(template, buffers.by_name[o.buffer.as_str()], &o.sha256, v)?;
+            }
         }
         if let Some(name) = first_duplicate(e.outputs.iter().map(|o| o.buffer.as_str())) {
             return Err(E::DuplicateIn { template: e.template.clone(), kind: "expected output", name: name.into() });

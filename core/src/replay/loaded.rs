@@ -1,0 +1,102 @@
+//! The state every launch starts from: the writable buffers as the core was loaded, kept
+//! on the device. Replay keeps it after the upload; the port kit keeps it in the capturing
+//! process, so the expectations it computes and the outputs replay compares come from one
+//! implementation of "put the core back as loaded".
+
+use std::collections::HashMap;
+
+use super::checksum::{Checksummer, RangeCheck};
+use crate::{
+    cuda::{ArenaMapping, Context, DeviceBuffer, Stream},
+    errors::{CudaError, ReplayError},
+    format::{Buffer, BufferContents, BufferRole, Manifest},
+};
+
+/// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
+/// a reset costs what templates can write, not the arena.
+pub struct LoadedState {
+    /// Held for replay, which maps the arena itself; the kit's arena is mapped by the kit.
+    _mapping: Option<ArenaMapping>,
+    ctx: Context,
+    base: u64,
+    buffers: HashMap<String, Buffer>,
+    writable: Vec<(Buffer, DeviceBuffer)>,
+}
+
+impl LoadedState {
+    /// Keeps every writable buffer of `m` as the arena holds it now.
+    pub fn keep(ctx: &Context, m: &Manifest, mapping: Option<ArenaMapping>) -> Result<Self, ReplayError> {
+        let stream = ctx.stream()?;
+        let mut writable = Vec::new();
+        for b in m.buffers.iter().filter(|b| b.role != BufferRole::Weight && b.size > 0) {
+            let copy = ctx.alloc(b.size)?;
+            // SAFETY: a buffer of the manifest lies in the arena, which the caller keeps
+            // mapped (or hands over in `mapping`); `copy` was allocated with its size.
+            unsafe { stream.copy(copy.ptr(), m.arena.base + b.offset, b.size) }?;
+            writable.push((b.clone(), copy));
+        }
+        stream.synchronize()?;
+        let buffers = m.buffers.iter().map(|b| (b.name.clone(), b.clone())).collect();
+        Ok(Self { _mapping: mapping, ctx: ctx.clone(), base: m.arena.base, buffers, writable })
+    }
+
+    /// Fills every buffer the core does not store, and its copy that resets restore: the
+    /// `zero` ones with zero, the `undefined` ones with `byte` (a poison pattern).
+    pub fn fill_unstored(&self, byte: u8) -> Result<(), ReplayError> {
+        let stream = self.ctx.stream()?;
+        for (b, copy) in &self.writable {
+            let fill = match b.contents {
+                BufferContents::Zero => 0,
+                BufferContents::Undefined => byte,
+                BufferContents::Stored => continue,
+            };
+            // SAFETY: as in `keep`.
+            unsafe {
+                stream.memset_u8(self.base + b.offset, fill, b.size)?;
+                stream.memset_u8(copy.ptr(), fill, b.size)?;
+            }
+        }
+        Ok(stream.synchronize()?)
+    }
+
+    /// Enqueues the copies that put every writable buffer back as loaded.
+    pub fn reset(&self, stream: &Stream) -> Result<(), ReplayError> {
+        for (b, copy) in &self.writable {
+            // SAFETY: as in `keep`, in the other direction.
+            unsafe { stream.copy(self.base + b.offset, copy.ptr(), b.size) }?;
+        }
+        Ok(())
+    }
+
+    /// What `name` holds in the arena now.
+    pub fn read(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
+        let b = self.buffer(name)?;
+        // SAFETY: a buffer of the manifest, inside the arena kept mapped while this lives.
+        Ok(unsafe { self.ctx.read(self.base + b.offset, b.size) }?)
+    }
+
+    /// What `name` held when the core was loaded: a writable buffer from its device copy,
+    /// a weight from the arena (which no template may change).
+    pub fn initial_contents(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
+        match self.writable.iter().find(|(b, _)| b.name == name) {
+            Some((_, copy)) => Ok(copy.download()?),
+            None => self.read(name),
+        }
+    }
+
+    /// A check that sums a checksum of every writable buffer on the device: whether two
+    /// launches left the same state, without reading it back.
+    pub fn writable_check<'c>(&self, checksummer: &'c Checksummer) -> Result<RangeCheck<'c>, ReplayError> {
+        let ranges: Vec<(u64, u64)> = self.writable.iter().map(|(b, _)| (self.base + b.offset, b.size)).collect();
+        // SAFETY: buffers of the arena, mapped while this state lives.
+        unsafe { checksummer.checksums(&ranges) }
+    }
+
+    pub(super) fn address(&self, b: &Buffer) -> u64 {
+        self.base + b.offset
+    }
+
+    fn buffer(&self, name: &str) -> Result<&Buffer, ReplayError> {
+        Ok(self.buffers.get(name).ok_or_else(|| CudaError::Unsupported(format!("the core has no buffer `{name}`")))?)
+    }
+}
