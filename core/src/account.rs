@@ -33,6 +33,10 @@ pub struct Account {
     pub attributes: Vec<String>,
     /// Templates whose outputs are not compared, each with the core's reason.
     pub unchecked: Vec<String>,
+    /// (v3) Outputs the exporter's launches did not give alike: `TEMPLATE/BUFFER (N
+    /// digests over L launches, K ULP, from node X)`, judged by what those launches gave.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub varying: Vec<String>,
     /// The arch the modules were built for (`sm_90`).
     pub arch: String,
     /// Whether any module is PTX, which the driver compiles at load.
@@ -45,6 +49,25 @@ pub struct Account {
     pub tp_world_size: u32,
     /// Templates with at least one expected output, over all templates.
     pub templates_checked: usize,
+}
+
+/// Each varying output, said in a few words.
+fn varying(m: &Manifest) -> Vec<String> {
+    let mut said = Vec::new();
+    for e in &m.expectations {
+        for (o, v) in e.outputs.iter().filter_map(|o| Some((o, o.variation.as_ref()?))) {
+            let from = match v.nodes.first() {
+                Some(node) => format!(", from node {node}"),
+                None => String::new(),
+            };
+            let digests = v.sha256s.len() + 1;
+            said.push(format!(
+                "{}/{} ({digests} digests over {} launches, {} ULP{from})",
+                e.template, o.buffer, v.launches, v.max_ulp
+            ));
+        }
+    }
+    said
 }
 
 impl Account {
@@ -68,6 +91,7 @@ impl Account {
             flags_used,
             attributes: needs(m),
             unchecked: m.unchecked.iter().map(|u| format!("{} ({})", u.template, u.reason)).collect(),
+            varying: varying(m),
             arch: format!("sm_{}", c.sm),
             ptx: m.modules.iter().any(|module| module.kind == ModuleKind::Ptx),
             driver: format!("{}.{}", c.driver_version / 1000, c.driver_version % 1000 / 10),
@@ -165,6 +189,9 @@ impl Account {
         }
         lines.push(format!("flags used: {}", flags.join(", ")));
         lines.push(format!("attributes needed: {attributes}"));
+        if !self.varying.is_empty() {
+            lines.push(format!("outputs varying between launches: {}", self.varying.join(", ")));
+        }
         if !self.unchecked.is_empty() {
             lines.push(format!("unchecked templates: {}", self.unchecked.join(", ")));
         }

@@ -50,15 +50,30 @@ def gpt2():
 
 
 def llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
+    # Llama-2-7B's widths, ten layers: 4.6 GB of bf16 weights.
+    return hf_decoder("LlamaConfig", hidden_size=4096, intermediate_size=11008, num_hidden_layers=10,
+                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+
+
+def qwen2():
+    # Qwen2-1.5B's widths (grouped-query attention 12/2 with q/k/v biases, a 151 936-token
+    # vocabulary), eight layers: a model the kit was not written around.
+    return hf_decoder("Qwen2Config", hidden_size=1536, intermediate_size=8960, num_hidden_layers=8,
+                      num_attention_heads=12, num_key_value_heads=2, vocab_size=151936)
+
+
+def hf_decoder(config, **widths):
+    """A Llama-architecture decoder of Hugging Face's modules (Llama, Qwen2: the same
+    module names), stepped by hand: rotary positions, grouped-query attention where the
+    model has fewer key-value heads."""
+    import transformers
 
     torch.set_default_dtype(torch.bfloat16)
-    # Llama-2-7B's widths, ten layers: 4.6 GB of bf16 weights.
-    cfg = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=10, num_attention_heads=32,
-                      num_key_value_heads=32, vocab_size=32000)
+    cfg = getattr(transformers, config)(**widths)
     with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg).eval()
-    heads, dim = cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
+        model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+    dim = cfg.hidden_size // heads
     rope = {}
 
     def rotary(pos):
@@ -78,13 +93,14 @@ def llama():
         x = model.model.embed_tokens(tokens)[:, None]
         for i, layer in enumerate(model.model.layers):
             at, h = layer.self_attn, layer.input_layernorm(x)
-            q, k, v = (p(h).view(b, 1, heads, dim).transpose(1, 2) for p in (at.q_proj, at.k_proj, at.v_proj))
+            q = at.q_proj(h).view(b, 1, heads, dim).transpose(1, 2)
+            k, v = (p(h).view(b, 1, kv_heads, dim).transpose(1, 2) for p in (at.k_proj, at.v_proj))
             a = attend(rotate(q, cos, sin), rotate(k, cos, sin), v, kc[i, :b], vc[i, :b], pos)
             x = x + at.o_proj(a.transpose(1, 2).reshape(b, 1, heads * dim))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return model.lm_head(model.model.norm(x))[:, 0]
 
-    return model, step, (cfg.num_hidden_layers, heads, dim, cfg.vocab_size)
+    return model, step, (cfg.num_hidden_layers, kv_heads, dim, cfg.vocab_size)
 
 
 def attend(q, k, v, k_cache, v_cache, pos):
@@ -93,6 +109,9 @@ def attend(q, k, v, k_cache, v_cache, pos):
     k_cache[:, :, pos:pos + 1].copy_(k)
     v_cache[:, :, pos:pos + 1].copy_(v)
     keys, values = k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1]
+    if keys.shape[1] < q.shape[1]:  # grouped-query attention: each key-value head serves a group
+        group = q.shape[1] // keys.shape[1]
+        keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
     if torch.compiler.is_compiling():
         return F.scaled_dot_product_attention(q, keys, values)
     with sdpa_kernel(BACKENDS, set_priority=True):
@@ -109,7 +128,7 @@ def digest(t):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["gpt2", "llama"], required=True)
+    p.add_argument("--model", choices=["gpt2", "llama", "qwen2"], required=True)
     p.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     p.add_argument("--batches", default="1,2,4,8")
     p.add_argument("--context", type=int, default=128)
@@ -117,6 +136,8 @@ def main():
     p.add_argument("--out")
     p.add_argument("--summary")
     p.add_argument("--check-only", action="store_true")
+    p.add_argument("--launches", type=int, default=gt.DEFAULT_LAUNCHES,
+                   help="launches of each template the export compares (1 plants a defect: no variation seen)")
     args = p.parse_args()
     started = time.perf_counter()
     if not args.check_only:
@@ -124,7 +145,7 @@ def main():
     gt.use_arena(args.arena)
     say("arena in use")
     torch.manual_seed(0)
-    model, step, (layers, heads, dim, vocab) = {"gpt2": gpt2, "llama": llama}[args.model]()
+    model, step, (layers, heads, dim, vocab) = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}[args.model]()
     if args.mode == "compiled":
         import torch._inductor.config as inductor
 
@@ -180,7 +201,7 @@ def main():
     say("graphs equal eager:", eager)
     inputs = {f"tokens-b{b}": t for b, t in tokens.items()}
     summary = gt.export(graphs, args.out, weights=model, inputs=inputs, outputs=outputs,
-                        kv_cache={"k": kc, "v": vc}, capture=timings)
+                        kv_cache={"k": kc, "v": vc}, capture=timings, launches=args.launches)
     summary.update(timings, model=args.model, mode=args.mode, batches=batches,
                    graph_equals_eager=eager, total_s=time.perf_counter() - started)
     print(json.dumps(summary, indent=1))

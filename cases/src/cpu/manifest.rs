@@ -750,7 +750,10 @@ pub fn cases() -> Vec<Case> {
             CoreDraft::varying().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             let core = accepted(Core::open(root.path()), "a core with an output recorded as varying")?;
             let v = core.manifest().expectations[0].outputs[0].variation.as_ref();
-            ensure(v.is_some_and(|v| v.nodes == ["n1"]), || format!("its variation read back as {v:?}"))
+            ensure(v.is_some_and(|v| v.nodes == ["n1"]), || format!("its variation read back as {v:?}"))?;
+            let lines = gnomon_core::account::Account::of(core.manifest()).lines();
+            let said = "outputs varying between launches: decode-b1/y (2 digests over 8 launches, 3 ULP, from node n1)";
+            ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))
         }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Reproducible verdicts: each port exported EXPORTS times, then its cores qualified
+# QUALIFIES times; every verdict must come out the same. Usage:
+#   docs/ci/repeat.sh WHEEL_DIR OUT_DIR EXPORTS QUALIFIES PORT...
+# PORT is one of the names below. Reports, export summaries and accounts go to
+# OUT_DIR/repeat.tar.gz; cores to $TMPDIR. The reports under
+# reports/baselines/h200-sm90-580.159.04-models/varying-outputs/ came from this recipe.
+set -uo pipefail
+wheels=$1 out=$2 exports=$3 qualifies=$4
+shift 4
+site=$(mktemp -d) cores=$(mktemp -d) work=$(mktemp -d)
+python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$wheels"/gnomon-*.whl
+export PYTHONPATH=$site PATH=$site/bin:$PATH
+mkdir -p "$work/exports" "$out"
+
+script() { # PORT: the port's command line after `python3 -m gnomon.torch`
+  case $1 in
+    moe) echo python/ports/moe.py ;;
+    moe-deterministic) echo python/ports/moe.py --deterministic ;;
+    qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
+    hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;
+    *) echo "unknown port $1" >&2; return 1 ;;
+  esac
+}
+
+for port in "$@"; do
+  command=$(script "$port") || exit 2
+  for e in $(seq 1 "$exports"); do
+    name=$port-e$e
+    # shellcheck disable=SC2086 # the command is words
+    python3 -m gnomon.torch $command --out "$cores/$name" --summary "$work/exports/$name.json" \
+      > "$work/exports/$name.log" 2>&1 || { echo "export $name failed"; rm -rf "${cores:?}/$name"; }
+  done
+done
+gnomon validate "$cores"/* > "$work/validate.txt" 2>&1
+for q in $(seq 1 "$qualifies"); do
+  gnomon qualify "$cores"/*/ --report-dir "$work/qualify-$q" > "$work/qualify-$q.log" 2>&1
+  echo "qualify $q: exit $? $(tail -n 1 "$work/qualify-$q.log")"
+done
+tar -C "$work" -czf "$out/repeat.tar.gz" .

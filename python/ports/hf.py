@@ -1,0 +1,223 @@
+"""Hugging Face's own forward, captured as a serving stack captures it, exported with the
+kit: the corpus of architectures the `models` profile qualifies beyond decode.py's
+hand-written steps (docs/ci/models.md).
+
+    python -m gnomon.torch python/ports/hf.py --model qwen2 --out DIR [--summary FILE]
+
+Weights are random (nothing is downloaded), a few layers at the architecture's real
+widths. Decoders run `model.forward` over a `StaticCache` (what
+`generate(cache_implementation="static")` runs): a prefill of `--context` tokens fills
+each batch size's cache eagerly, then one decode step per batch size is captured, largest
+batch first, into one shared pool, greedy sampling (argmax) inside the graph. Encoders
+capture `model.forward` over a fixed-length batch.
+"""
+
+import argparse
+import inspect
+import json
+import time
+
+import torch
+
+import gnomon.torch as gt
+
+DTYPE = torch.bfloat16
+
+# name: (config class, keyword arguments). Few layers, the family's real widths.
+DECODERS = {
+    # GQA with q/k/v biases.
+    "qwen2": ("Qwen2Config", dict(hidden_size=1536, intermediate_size=8960, num_attention_heads=12,
+                                  num_key_value_heads=2, num_hidden_layers=4, vocab_size=151936)),
+    # q/k RMS norm.
+    "qwen3": ("Qwen3Config", dict(hidden_size=1024, intermediate_size=3072, num_attention_heads=16,
+                                  num_key_value_heads=8, head_dim=128, num_hidden_layers=4, vocab_size=151936)),
+    "mistral": ("MistralConfig", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                      num_key_value_heads=8, num_hidden_layers=2, vocab_size=32768)),
+    # fused qkv and gate-up projections.
+    "phi3": ("Phi3Config", dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
+                                num_key_value_heads=32, num_hidden_layers=2, vocab_size=32064)),
+    # sliding-window layers and logit soft-capping.
+    "gemma2": ("Gemma2Config", dict(hidden_size=2304, intermediate_size=9216, num_attention_heads=8,
+                                    num_key_value_heads=4, head_dim=256, num_hidden_layers=4, vocab_size=256000,
+                                    sliding_window=32)),
+    # a mixture of experts, top-2 of 8.
+    "mixtral": ("MixtralConfig", dict(hidden_size=1024, intermediate_size=3584, num_attention_heads=16,
+                                      num_key_value_heads=8, num_hidden_layers=2, num_local_experts=8,
+                                      num_experts_per_tok=2, vocab_size=32000)),
+}
+ENCODERS = {
+    "bert": ("BertConfig", dict(num_hidden_layers=4)),
+}
+
+
+def build(name):
+    import transformers
+
+    cls, kwargs = {**DECODERS, **ENCODERS}[name]
+    cfg = getattr(transformers, cls)(**kwargs)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    auto = transformers.AutoModel if name in ENCODERS else transformers.AutoModelForCausalLM
+    with torch.device("cuda"):
+        model = auto.from_config(cfg, dtype=DTYPE).eval()
+    return model, cfg
+
+
+def static_cache(cfg, batch, length):
+    """A StaticCache for `batch` sequences of `length`, whichever signature this
+    transformers has."""
+    from transformers import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kwargs = dict(config=cfg, max_cache_len=length)
+    for key, value in (("max_batch_size", batch), ("device", "cuda"), ("dtype", DTYPE)):
+        if key in params:
+            kwargs[key] = value
+    return StaticCache(**kwargs)
+
+
+def cache_tensors(cache):
+    if hasattr(cache, "layers"):
+        pairs = [(layer.keys, layer.values) for layer in cache.layers]
+    else:
+        pairs = list(zip(cache.key_cache, cache.value_cache))
+    named = {}
+    for i, (k, v) in enumerate(pairs):
+        named[f"k{i}"], named[f"v{i}"] = k, v
+    return named
+
+
+def decoder_graphs(model, cfg, batches, context):
+    """One decode step per batch size, captured largest first into one pool."""
+    vocab = cfg.vocab_size
+    pool = torch.cuda.graph_pool_handle()
+    graphs, outputs, caches, inputs = {}, {}, {}, {}
+    warm, capture = 0.0, 0.0
+    for b in sorted(batches, reverse=True):
+        name = f"b{b}"
+        cache = static_cache(cfg, b, context + 8)
+        prompt = torch.randint(0, vocab, (b, context), device="cuda")
+        with torch.no_grad():
+            model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
+                  use_cache=True)
+        tokens = torch.randint(0, vocab, (b, 1), device="cuda")
+        position = torch.tensor([context], device="cuda")
+
+        def step():
+            out = model(input_ids=tokens, past_key_values=cache, cache_position=position, use_cache=True)
+            logits = out.logits[:, -1]
+            return logits, logits.argmax(-1)
+
+        started = time.perf_counter()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        warm += time.perf_counter() - started
+        started = time.perf_counter()
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.no_grad(), torch.cuda.graph(g, pool=pool):
+            logits, token = step()
+        capture += time.perf_counter() - started
+        graphs[name] = g
+        outputs[name] = {"logits": logits, "next-token": token}
+        caches[name] = cache_tensors(cache)
+        inputs[f"{name}/tokens"] = tokens
+        inputs[f"{name}/position"] = position
+    return graphs, outputs, caches, inputs, {"warm-up-s": warm, "capture-s": capture}
+
+
+def encoder_graphs(model, cfg, batches, context):
+    graphs, outputs, inputs = {}, {}, {}
+    pool = torch.cuda.graph_pool_handle()
+    for b in sorted(batches, reverse=True):
+        name = f"b{b}"
+        ids = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
+        mask = torch.ones_like(ids)
+        with torch.no_grad():
+            for _ in range(2):
+                model(input_ids=ids, attention_mask=mask)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.no_grad(), torch.cuda.graph(g, pool=pool):
+            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        graphs[name] = g
+        outputs[name] = {"hidden": hidden}
+        inputs[f"{name}/ids"], inputs[f"{name}/mask"] = ids, mask
+    return graphs, outputs, {}, inputs, {}
+
+
+def state_check(model, graphs, outputs, caches, inputs):
+    """Replays each graph from the same named state (inputs and caches put back) and
+    prints whether its outputs repeat and which of the model's own tensors a replay wrote."""
+    for name, g in graphs.items():
+        named = {**caches.get(name, {}), **{k: v for k, v in inputs.items() if k.startswith(name + "/")}}
+        saved = {k: v.clone() for k, v in named.items()}
+        own = {**dict(model.named_buffers()), **dict(model.named_parameters())}
+        before = {k: v.clone() for k, v in own.items()}
+        seen = []
+        for _ in range(3):
+            for k, v in named.items():
+                v.copy_(saved[k])
+            g.replay()
+            torch.cuda.synchronize()
+            seen.append({k: v.clone() for k, v in outputs[name].items()})
+        same = all(torch.equal(seen[0][k], s[k]) for s in seen for k in s)
+        written = [k for k in own if not torch.equal(before[k], own[k])]
+        moved = {k: (saved[k].flatten()[:4].tolist(), v.flatten()[:4].tolist()) for k, v in named.items()
+                 if k.endswith("position")}
+        print(json.dumps({"template": name, "outputs-repeat": same, "model-tensors-written": written[:10],
+                          "positions-before-after": moved}), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True, choices=sorted({**DECODERS, **ENCODERS}))
+    p.add_argument("--batches", default="8,4,2,1")
+    p.add_argument("--context", type=int, default=32)
+    p.add_argument("--arena", default="16GiB")
+    p.add_argument("--launches", type=int, default=gt.DEFAULT_LAUNCHES)
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--no-cudnn-attention", action="store_true",
+                   help="keep PyTorch's scaled-dot-product attention off cuDNN")
+    p.add_argument("--state-check", action="store_true",
+                   help="replay each graph from its named state three times and say what changed")
+    p.add_argument("--replays", type=int, default=0,
+                   help="replay each graph this many times in PyTorch before the export")
+    p.add_argument("--out", required=True)
+    p.add_argument("--summary")
+    a = p.parse_args()
+    if a.deterministic:
+        gt.deterministic()
+    if a.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    gt.use_arena(a.arena)
+    model, cfg = build(a.model)
+    batches = [int(b) for b in a.batches.split(",")]
+    capture = encoder_graphs if a.model in ENCODERS else decoder_graphs
+    graphs, outputs, caches, inputs, seconds = capture(model, cfg, batches, a.context)
+    for g in graphs.values():
+        for _ in range(a.replays):
+            g.replay()
+    torch.cuda.synchronize()
+    if a.state_check:
+        state_check(model, graphs, outputs, caches, inputs)
+    summary = gt.export(graphs, a.out, weights=model, inputs=inputs, outputs=outputs, kv_cache=caches,
+                        capture=seconds, launches=a.launches)
+    summary["model"] = a.model
+    try:
+        summary["max-memory-reserved"] = torch.cuda.max_memory_reserved()
+    except RuntimeError as e:  # the kit's allocator replaces PyTorch's (issue 24, item 2)
+        summary["max-memory-reserved"] = f"unavailable: {str(e).splitlines()[0]}"
+    text = json.dumps(summary, indent=1, default=str)
+    print(text)
+    if a.summary:
+        with open(a.summary, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
