@@ -228,7 +228,7 @@ mod tests {
             NodeOp::Memset(s) => {
                 NodeKind::Memset { dst: 0, value: s.value, element_size: s.element_size, count: s.count }
             }
-            NodeOp::Memcpy(c) => NodeKind::Memcpy { dst: 0, src: 0, bytes: c.bytes },
+            NodeOp::Memcpy(c) => NodeKind::Memcpy { dst: 0, src: 0, bytes: c.bytes, host: None },
             NodeOp::Empty => NodeKind::Empty,
             other => NodeKind::Other(other.kind().into()),
         };

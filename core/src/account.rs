@@ -21,6 +21,8 @@ pub struct Account {
     pub buffers: usize,
     pub shards: usize,
     pub arena_bytes: u64,
+    /// Of the arena, what replay maps: up to the end of the last buffer.
+    pub mapped_bytes: u64,
     /// Bytes in shard files: what a replay reads from disk.
     pub stored_bytes: u64,
     pub modules: usize,
@@ -85,6 +87,7 @@ impl Account {
             buffers: m.buffers.len(),
             shards: m.shards.len(),
             arena_bytes: m.arena.size,
+            mapped_bytes: m.mapped_ranges().iter().map(|(_, size)| size).sum(),
             stored_bytes: m.shards.iter().map(|s| m.stored_len(s)).sum(),
             modules: m.modules.len(),
             provenance: provenance(m),
@@ -176,10 +179,11 @@ impl Account {
                 self.templates, self.templates_checked, self.nodes, self.edges
             ),
             format!(
-                "arena: {} in {} shards ({} stored), {} buffers",
+                "arena: {} in {} shards ({} stored, {} mapped at replay), {} buffers",
                 ByteSize(self.arena_bytes),
                 self.shards,
                 ByteSize(self.stored_bytes),
+                ByteSize(self.mapped_bytes),
                 self.buffers
             ),
             format!("modules: {} for {}{jit}", self.modules, self.arch),

@@ -283,8 +283,8 @@ pub enum ExportError {
     Cuda(#[from] CudaError),
     #[error(transparent)]
     Core(#[from] CoreError),
-    #[error("template `{template}`: {what}")]
-    Node { template: String, what: String },
+    #[error("node `{node}` of template `{template}`: {what}")]
+    Node { template: String, node: String, what: String },
     #[error("buffer `{buffer}` is declared zero but holds other bytes")]
     NotZero { buffer: String },
     #[error("the written core does not validate: {0}")]
@@ -363,6 +363,8 @@ pub enum ParamError {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum RecordError {
+    #[error("no CUDA driver on this machine (libcuda.so.1 could not be loaded): recording kernel images needs a GPU and its driver")]
+    NoDriver,
     #[error("CUPTI could not be loaded (set GNOMON_CUPTI to libcupti.so); tried {}", .tried.join(", "))]
     NoCupti { tried: Vec<String> },
     #[error("{call} failed: {text} ({code})")]

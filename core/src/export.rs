@@ -5,7 +5,7 @@
 use std::{collections::HashMap, path::Path};
 
 use crate::{
-    cuda::{ArenaMapping, Context, NodeId, NodeKind, RetainedGraph},
+    cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
     format::{
         buffer_at, digest::ShardDigester, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter,
@@ -214,7 +214,7 @@ impl Exporter {
         kind: NodeKind,
         module_of: &impl Fn(NodeId, &str) -> Option<String>,
     ) -> Result<NodeOp, ExportError> {
-        let fail = |what: String| ExportError::Node { template: template.into(), what };
+        let fail = |what: String| ExportError::Node { template: template.into(), node: format!("n{}", id.0), what };
         Ok(match kind {
             NodeKind::Kernel { function, grid, block, shared_mem, params, layout, launch } => {
                 let module = module_of(id, &function)
@@ -237,7 +237,17 @@ impl Exporter {
                 element_size,
                 count,
             }),
-            NodeKind::Memcpy { dst, src, bytes } => {
+            NodeKind::Memcpy { host: Some(end), bytes, .. } => {
+                let (direction, address) = match end {
+                    HostEnd::Source(a) => ("from", a),
+                    HostEnd::Destination(a) => ("to", a),
+                };
+                return Err(fail(format!(
+                    "memcpy of {bytes} bytes {direction} host memory at 0x{address:x} (pinned or pageable): a core \
+                     holds device memory only; keep the tensor on the device, or copy it before the capture"
+                )));
+            }
+            NodeKind::Memcpy { dst, src, bytes, host: None } => {
                 let lookup = |a: u64| {
                     self.buffer_ref(a).ok_or_else(|| fail(format!("memcpy touches 0x{a:x}, outside the arena")))
                 };

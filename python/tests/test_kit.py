@@ -1,6 +1,7 @@
 """The package's tests that need no GPU: the arena's bookkeeping and the buffers it
 declares, validation through the Rust core, sizes, and the bundled CLI."""
 
+import ctypes.util
 import json
 import shutil
 import subprocess
@@ -84,11 +85,13 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], 0, 1 << 30, "0", [])
+        _native.export("/nonexistent", [], [], 0, 1 << 30, "0", [], 8, False)
     assert gt.DEFAULT_BASE == BASE
 
 
 class _Tensor:
+    dtype = "torch.bfloat16"
+
     def __init__(self, address):
         self.address = address
 
@@ -103,9 +106,12 @@ class _Module:
 
 def test_tensors_are_named_with_their_role_and_templates():
     import gnomon.torch as gt
-    assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", []), ("h.0.bias", 0x20, "weight", [])]
+    bf16 = "torch.bfloat16"
+    assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", [], bf16),
+                                              ("h.0.bias", 0x20, "weight", [], bf16)]
     per_template = {"b1": {"logits-b1": _Tensor(0x30)}, "shared": _Tensor(0x40)}
-    assert gt._named(per_template, "output") == [("logits-b1", 0x30, "output", ["b1"]), ("shared", 0x40, "output", [])]
+    assert gt._named(per_template, "output") == [("logits-b1", 0x30, "output", ["b1"], bf16),
+                                                 ("shared", 0x40, "output", [], bf16)]
 
 
 def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
@@ -124,3 +130,9 @@ def test_a_cupti_wheel_on_the_interpreters_path_is_found(tmp_path):
     assert _cupti_on_path([str(empty), str(venv)]) is None, "a folder without the library is not it"
     (lib / "libcupti.so.13").write_bytes(b"")
     assert _cupti_on_path([str(empty), str(venv)]) == str(lib / "libcupti.so.13")
+
+
+@pytest.mark.skipif(ctypes.util.find_library("cuda") is not None, reason="this machine has a CUDA driver")
+def test_recording_without_a_driver_says_there_is_no_driver():
+    with pytest.raises(RuntimeError, match=r"^no CUDA driver on this machine"):
+        _native.start_recording()

@@ -130,6 +130,7 @@ pub(crate) fn replay_metrics(
         measured("nodes", nodes as f64, "1"),
         measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),
         measured("arena-bytes", m.arena.size as f64, "B"),
+        measured("arena-mapped-bytes", m.mapped_ranges().iter().map(|(_, size)| size).sum::<u64>() as f64, "B"),
         measured("templates-unchecked", m.unchecked.len() as f64, "1"),
         measured("upload-gbps", upload_gbps, "GB/s"),
         measured("restore-upload-pinning-s", report.uploaded.pinning_s, "s"),

@@ -126,9 +126,18 @@ pub enum NodeKind {
         dst: u64,
         src: u64,
         bytes: u64,
+        /// Set when one end is host memory (pinned or pageable), which no core can hold.
+        host: Option<HostEnd>,
     },
     Empty,
     Other(String),
+}
+
+/// The host end of a copy: which side, and its address in the capturing process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEnd {
+    Source(u64),
+    Destination(u64),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -403,14 +412,36 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
             let mut p = device_copy(0, 0, 0);
             // SAFETY: a memcpy node; writes one struct.
             check("cuGraphMemcpyNodeGetParams", unsafe { sys::cuGraphMemcpyNodeGetParams(node, &mut p) })?;
+            let src_host = host_address(p.srcMemoryType, p.srcHost as u64, p.srcDevice);
+            let dst_host = host_address(p.dstMemoryType, p.dstHost as u64, p.dstDevice);
             Ok(NodeKind::Memcpy {
                 dst: p.dstDevice,
                 src: p.srcDevice,
                 bytes: (p.WidthInBytes * p.Height.max(1) * p.Depth.max(1)) as u64,
+                host: src_host.map(HostEnd::Source).or(dst_host.map(HostEnd::Destination)),
             })
         }
         CU_GRAPH_NODE_TYPE_EMPTY => Ok(NodeKind::Empty),
         other => Ok(NodeKind::Other(format!("{other:?}"))),
+    }
+}
+
+/// The host address of a copy's end, when it is host memory: given as a host pointer, or
+/// as a unified address the driver says is host memory.
+fn host_address(kind: sys::CUmemorytype, host: u64, device: u64) -> Option<u64> {
+    match kind {
+        sys::CUmemorytype::CU_MEMORYTYPE_HOST => Some(host),
+        sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED => {
+            let mut memory = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+            let attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+            // SAFETY: writes one memory type for an address; an address the driver does not
+            // know is an error, and such an end is taken as device memory.
+            let known = unsafe {
+                sys::cuPointerGetAttribute((&mut memory as *mut sys::CUmemorytype).cast(), attribute, device)
+            };
+            (known == sys::CUresult::CUDA_SUCCESS && memory == sys::CUmemorytype::CU_MEMORYTYPE_HOST).then_some(device)
+        }
+        _ => None,
     }
 }
 

@@ -22,7 +22,7 @@ use cudarc::driver::{result as cu, sys};
 pub use build::{
     build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
 };
-pub use graph::{live_executables, GraphExec, NodeId, NodeInfo, NodeKind, RetainedGraph};
+pub use graph::{live_executables, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph};
 pub use module::{compile_ptx, nvrtc_version, Function, LoadedModule, Module};
 pub use pinned::PinnedHost;
 pub use vmm::{ArenaMapping, MappedShard};
@@ -87,9 +87,14 @@ pub fn preflight() -> std::result::Result<Preflight, String> {
     })
 }
 
-fn init() -> Result<()> {
+/// Whether this machine has the CUDA driver library, without initialising it.
+pub fn driver_library_present() -> bool {
     // SAFETY: only probes whether the shared library can be loaded.
-    if !unsafe { sys::is_culib_present() } {
+    unsafe { sys::is_culib_present() }
+}
+
+fn init() -> Result<()> {
+    if !driver_library_present() {
         return Err(CudaError::Unavailable("the CUDA driver library (libcuda) is not installed".into()));
     }
     cu::init().map_err(|e| CudaError::Unavailable(format!("cuInit failed: {}", describe(e))))

@@ -6,11 +6,13 @@ use cudarc::driver::sys;
 
 use super::{check, Context, CudaError, Result};
 
-/// One mapped shard: its address range and physical allocation.
+/// One shard: its reserved address range, and the physical allocation mapped at its start.
 pub struct MappedShard {
     ctx: Context,
     pub address: u64,
     pub size: u64,
+    /// Bytes from `address` backed by device memory.
+    pub backed: u64,
     handle: Option<sys::CUmemGenericAllocationHandle>,
     mapped: bool,
 }
@@ -40,18 +42,29 @@ impl ArenaMapping {
     /// Reserves and maps each `(address, size)` exactly where asked. On any failure what
     /// was mapped so far is released and nothing stays reserved.
     pub fn map(ctx: &Context, shards: &[(u64, u64)]) -> Result<Self> {
+        let whole: Vec<(u64, u64, u64)> = shards.iter().map(|&(address, size)| (address, size, size)).collect();
+        Self::map_parts(ctx, &whole)
+    }
+
+    /// Reserves each `(address, size, backed)` exactly where asked and maps device memory
+    /// over its first `backed` bytes (a multiple of the granularity, possibly 0): the
+    /// reservation is address space only, the memory is what a core uses.
+    pub fn map_parts(ctx: &Context, shards: &[(u64, u64, u64)]) -> Result<Self> {
         ctx.settle()?;
         let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()) };
-        for &(address, size) in shards {
+        for &(address, size, backed) in shards {
             arena.shards.push(reserve_exact(ctx, address, size)?);
+            if backed == 0 {
+                continue;
+            }
             let shard = arena.shards.last_mut().expect("just pushed");
-            shard.handle = Some(create(ctx, size)?);
-            // SAFETY: the range is reserved by us and the handle covers `size` bytes.
+            shard.handle = Some(create(ctx, backed)?);
+            // SAFETY: the range is reserved by us and the handle covers `backed` ≤ `size` bytes.
             check("cuMemMap", unsafe {
-                sys::cuMemMap(address, size as usize, 0, shard.handle.expect("set above"), 0)
+                sys::cuMemMap(address, backed as usize, 0, shard.handle.expect("set above"), 0)
             })?;
-            shard.mapped = true;
-            grant_access(ctx, address, size)?;
+            (shard.mapped, shard.backed) = (true, backed);
+            grant_access(ctx, address, backed)?;
         }
         Ok(arena)
     }
@@ -80,7 +93,7 @@ fn reserve_exact(ctx: &Context, address: u64, size: u64) -> Result<MappedShard> 
     let mut got = 0;
     // SAFETY: writes one address; freed by `MappedShard::drop` or right below.
     check("cuMemAddressReserve", unsafe { sys::cuMemAddressReserve(&mut got, size as usize, 0, address, 0) })?;
-    let shard = MappedShard { ctx: ctx.clone(), address: got, size, handle: None, mapped: false };
+    let shard = MappedShard { ctx: ctx.clone(), address: got, size, backed: 0, handle: None, mapped: false };
     if got != address {
         drop(shard);
         return Err(CudaError::AddressNotHonoured { wanted: address, got, size });
@@ -119,7 +132,7 @@ impl Drop for MappedShard {
         // SAFETY: undoes, in reverse, exactly the steps that succeeded for this shard.
         unsafe {
             if self.mapped {
-                self.ctx.released("cuMemUnmap", sys::cuMemUnmap(self.address, self.size as usize));
+                self.ctx.released("cuMemUnmap", sys::cuMemUnmap(self.address, self.backed as usize));
             }
             if let Some(handle) = self.handle {
                 self.ctx.released("cuMemRelease", sys::cuMemRelease(handle));

@@ -70,6 +70,30 @@ impl Manifest {
     pub fn stored_len(&self, shard: &Shard) -> u64 {
         self.stored_ranges(shard).iter().map(|r| r.end - r.start).sum()
     }
+
+    /// The end of what the core uses, as an offset: the last buffer's end (or a v1
+    /// shard's, whose file fills it), rounded up to the granularity. A capture's arena is
+    /// reserved generously; replay maps only this much of it.
+    pub fn used_end(&self) -> u64 {
+        let buffers = self.buffers.iter().map(|b| b.offset.saturating_add(b.size));
+        let v1_shards = self.shards.iter().filter(|_| self.format.version < 2).map(|s| s.offset.saturating_add(s.size));
+        let end = buffers.chain(v1_shards).max().unwrap_or(0);
+        let granule = self.arena.granularity.max(1);
+        end.div_ceil(granule).saturating_mul(granule).min(self.arena.size)
+    }
+
+    /// Of `shard`, the bytes below [`Self::used_end`]: what replay backs with memory.
+    pub fn mapped_len(&self, shard: &Shard) -> u64 {
+        shard.size.min(self.used_end().saturating_sub(shard.offset))
+    }
+
+    /// Each shard's part below [`Self::used_end`], as (offset, bytes); shards wholly above
+    /// it are left out.
+    pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
+        let end = self.used_end();
+        let part = |s: &Shard| (s.offset, s.size.min(end.saturating_sub(s.offset)));
+        self.shards.iter().map(part).filter(|&(_, size)| size > 0).collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -49,6 +49,10 @@ pub struct ImageRecorder {
 impl ImageRecorder {
     /// Subscribes, loading CUPTI from the first of [`cupti_candidates`] that loads.
     pub fn start() -> Result<Self, RecordError> {
+        // Said first: without a driver, CUPTI's own refusal would only list the paths tried.
+        if !crate::cuda::driver_library_present() {
+            return Err(RecordError::NoDriver);
+        }
         Ok(Self { subscription: cupti::Subscription::start(&cupti_candidates())? })
     }
 
@@ -203,6 +207,17 @@ mod tests {
             loads: 1,
             loaders: BTreeSet::new(),
             modules: BTreeSet::new(),
+        }
+    }
+
+    /// Where there is no driver (the CI machine), that is what the recorder says, not
+    /// CUPTI's list of paths tried; on a GPU runner it starts.
+    #[test]
+    fn without_a_driver_the_recorder_says_so() {
+        match (crate::cuda::driver_library_present(), ImageRecorder::start()) {
+            (false, Err(e)) => assert!(e.to_string().starts_with("no CUDA driver on this machine"), "{e}"),
+            (false, Ok(_)) => panic!("the recorder started without a driver"),
+            (true, started) => assert!(!matches!(started, Err(RecordError::NoDriver))),
         }
     }
 

@@ -327,10 +327,14 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     Ok(())
 }
 
-/// Maps the arena shard by shard at the core's recorded addresses.
+/// Reserves the arena shard by shard at the core's recorded addresses, and maps memory up
+/// to what the core uses ([`Manifest::mapped_len`]): a generous reservation costs address
+/// space, not device memory. (The whole shard is reserved: on driver 580 a reservation of
+/// a few MiB was placed elsewhere than asked where the shard's own size was honoured.)
 pub fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
-    let shards: Vec<(u64, u64)> = m.shards.iter().map(|s| (m.arena.base + s.offset, s.size)).collect();
-    Ok(ArenaMapping::map(ctx, &shards)?)
+    let shards: Vec<(u64, u64, u64)> =
+        m.shards.iter().map(|s| (m.arena.base + s.offset, s.size, m.mapped_len(s))).collect();
+    Ok(ArenaMapping::map_parts(ctx, &shards)?)
 }
 
 /// Fills the arena with NaN bit patterns before the upload, so nothing a previous process
@@ -339,10 +343,10 @@ pub fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayErro
 /// buffers whose contents are zero.
 fn poison(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
     let stream = ctx.stream()?;
-    for s in &m.shards {
-        // SAFETY: each shard of the validated core is mapped (by `map_arena`, or by the
-        // exporter for handed executables); shard sizes are multiples of the granularity.
-        unsafe { stream.memset_u32(m.arena.base + s.offset, u32::from_ne_bytes([POISON; 4]), s.size / 4) }?;
+    for (at, size) in m.mapped_ranges() {
+        // SAFETY: each range is mapped (by `map_arena`, or within the exporter's mapping for
+        // handed executables); its size is a multiple of the granularity.
+        unsafe { stream.memset_u32(m.arena.base + at, u32::from_ne_bytes([POISON; 4]), size / 4) }?;
     }
     for b in m.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
         // SAFETY: a buffer of the validated core lies inside the mapped arena.
