@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "deterministic", "export", "DEFAULT_BASE", "DEFAULT_LAUNCHES"]
+__all__ = ["record", "use_arena", "deterministic", "export", "report", "DEFAULT_BASE", "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
@@ -132,6 +132,16 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     summary = _native.export(os.fspath(out), handles, named, flags, parse_size(shard_cap), __version__, figures,
                              launches, bitwise)
     return json.loads(summary)
+
+
+def report(summary, path=None):
+    """Prints an export's summary (or any JSON-able record of a port) and, given ``path``,
+    writes it there too: what a CI job keeps beside the core."""
+    text = json.dumps(summary, indent=1, default=str)
+    print(text, flush=True)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
 
 
 def _main(argv):

@@ -204,10 +204,7 @@ def main():
                         kv_cache={"k": kc, "v": vc}, capture=timings, launches=args.launches)
     summary.update(timings, model=args.model, mode=args.mode, batches=batches,
                    graph_equals_eager=eager, total_s=time.perf_counter() - started)
-    print(json.dumps(summary, indent=1))
-    if args.summary:
-        with open(args.summary, "w") as f:
-            json.dump(summary, f, indent=1)
+    gt.report(summary, args.summary)
 
 
 if __name__ == "__main__":

@@ -212,11 +212,7 @@ def main():
         summary["max-memory-reserved"] = torch.cuda.max_memory_reserved()
     except RuntimeError as e:  # the kit's allocator replaces PyTorch's (issue 24, item 2)
         summary["max-memory-reserved"] = f"unavailable: {str(e).splitlines()[0]}"
-    text = json.dumps(summary, indent=1, default=str)
-    print(text)
-    if a.summary:
-        with open(a.summary, "w") as f:
-            f.write(text)
+    gt.report(summary, a.summary)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ balancing does. `--deterministic` calls `gnomon.torch.deterministic()` first, so
 """
 
 import argparse
-import json
 
 import torch
 import torch.nn.functional as F
@@ -76,11 +75,7 @@ def main():
         graphs[f"t{b}"], outputs[f"t{b}"] = g, {f"out-t{b}": out, f"load-t{b}": load}
     summary = gt.export(graphs, a.out, weights=w, inputs={f"x-t{b}": x for b, x in xs.items()}, outputs=outputs,
                         launches=a.launches)
-    text = json.dumps(summary, indent=1)
-    print(text)
-    if a.summary:
-        with open(a.summary, "w") as f:
-            f.write(text)
+    gt.report(summary, a.summary)
 
 
 if __name__ == "__main__":

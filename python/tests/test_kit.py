@@ -136,3 +136,10 @@ def test_a_cupti_wheel_on_the_interpreters_path_is_found(tmp_path):
 def test_recording_without_a_driver_says_there_is_no_driver():
     with pytest.raises(RuntimeError, match=r"^no CUDA driver on this machine"):
         _native.start_recording()
+
+
+def test_a_summary_is_printed_and_kept(tmp_path, capsys):
+    import gnomon.torch as gt
+    gt.report({"varied": [], "nodes": 40}, tmp_path / "summary.json")
+    assert json.loads(capsys.readouterr().out) == {"varied": [], "nodes": 40}
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"varied": [], "nodes": 40}
