@@ -45,11 +45,21 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
             return exit_codes::USAGE;
         }
     };
-    let core = CoreDir::read(dir.to_owned());
-    let rank = device.map(|_| core.manifest.as_ref().map_or(u32::MAX, |m| m.context.tp_rank));
-    let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &core.templates(), &profile, rank));
+    let ordinal = device.unwrap_or(0);
+    // One parse of the manifest per process: the restore's own open names the cases; only
+    // a core it could not open is read again, for what its manifest still says.
+    let started = start(dir, ordinal);
+    let (templates, tp_rank) = match &started {
+        Ok(s) => (template_names(s.core.manifest()), Some(s.core.manifest().context.tp_rank)),
+        Err(_) => {
+            let core = CoreDir::read(dir.to_owned());
+            (core.templates(), core.manifest.map(|m| m.context.tp_rank))
+        }
+    };
+    let rank = device.map(|_| tp_rank.unwrap_or(u32::MAX));
+    let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &templates, &profile, rank));
     let budgets = profile.budgets_for(super::target_of(prefix));
-    if let Err(why) = judge(&mut verdicts, dir, device, rank, &profile, &budgets) {
+    if let Err(why) = judge(&mut verdicts, started, ordinal, rank, &profile, &budgets) {
         verdicts.unjudged = why;
     }
     let json = serde_json::to_vec(&verdicts.finish()).expect("records always serialize");
@@ -139,14 +149,13 @@ impl Verdicts {
 /// Judges what it can; `Err` says why the cases left were never judged.
 fn judge(
     v: &mut Verdicts,
-    dir: &Path,
-    device: Option<u32>,
+    started: Result<Started, StartError>,
+    ordinal: u32,
     rank: Option<u32>,
     profile: &Profile,
     budgets: &Budgets,
 ) -> Result<(), String> {
-    let ordinal = device.unwrap_or(0);
-    let started = start(dir, ordinal).map_err(|e| match e {
+    let started = started.map_err(|e| match e {
         StartError::Core(e) => format!("the core did not validate: {e}"),
         StartError::Device(e) => format!("open device {ordinal}: {e}"),
     })?;
@@ -159,7 +168,7 @@ fn judge(
         v.set("device", on_rank_device(ctx, rank));
         v.amend("device", |r| r.metrics.extend(window));
     }
-    let templates: Vec<String> = core.manifest().templates.iter().map(|t| t.name.clone()).collect();
+    let templates = template_names(core.manifest());
     match replayed {
         Ok(report) => {
             judge_replay(v, &started, &report, profile, budgets)?;
@@ -171,6 +180,10 @@ fn judge(
         }
         Err(failure) => stopped(v, &templates, failure),
     }
+}
+
+fn template_names(m: &gnomon_core::format::Manifest) -> Vec<String> {
+    m.templates.iter().map(|t| t.name.clone()).collect()
 }
 
 /// Every template rebuilt again by replay's own rebuild (the same node descriptions the

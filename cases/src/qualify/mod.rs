@@ -8,9 +8,12 @@ mod judge;
 mod profile;
 mod target;
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
-use gnomon_core::{account::Account, tensor_parallel, Core};
+use gnomon_core::{account::Account, format::Manifest, tensor_parallel, Core};
 use gnomon_reports::{CaseRecord, Status};
 
 pub use judge::judge_command;
@@ -119,9 +122,15 @@ fn overlapped(case: &Case, records: &[CaseRecord]) -> CaseRecord {
 
 /// Every rule of the format, file hashes included, in the runner's process: no GPU needed.
 fn validate_case(prefix: &str, core: &CoreDir) -> Case {
-    let dir = core.dir.clone();
+    let (dir, parsed) = (core.dir.clone(), core.manifest.clone());
     Case::new(&format!("{prefix}/validate"), CLAIM, move |ctx| {
-        let core = Core::open(&dir).map_err(|e| Verdict::Failed(e.to_string()))?;
+        // The target's parse is validated as it is; only an unreadable one is read again,
+        // for the reader's words.
+        let opened = match parsed.clone() {
+            Some(m) => Core::validated(&dir, m),
+            None => Core::open(&dir),
+        };
+        let core = opened.map_err(|e| Verdict::Failed(e.to_string()))?;
         let account = Account::of(core.manifest());
         ctx.metrics(
             [
@@ -137,11 +146,19 @@ fn validate_case(prefix: &str, core: &CoreDir) -> Case {
 
 /// The ranks of a set agree on everything but their data.
 fn ranks_agree_case(prefix: &str, ranks: &[CoreDir]) -> Case {
-    let dirs: Vec<_> = ranks.iter().map(|c| c.dir.clone()).collect();
+    let parsed: Vec<(PathBuf, Option<Manifest>)> = ranks.iter().map(|c| (c.dir.clone(), c.manifest.clone())).collect();
     Case::new(&format!("{prefix}/ranks-agree"), CLAIM, move |_| {
+        // A rank whose manifest the target could not read is read again, for the reader's words.
         let read = |d: &Path| gnomon_core::format::read_manifest(d).map_err(|e| Verdict::Failed(e.to_string()));
-        let manifests = dirs.iter().map(|d| read(d)).collect::<Result<Vec<_>, _>>()?;
-        tensor_parallel::check(&manifests.iter().collect::<Vec<_>>()).map_err(|e| Verdict::Failed(e.to_string()))
+        let mut manifests = Vec::with_capacity(parsed.len());
+        for (dir, manifest) in &parsed {
+            manifests.push(match manifest {
+                Some(m) => std::borrow::Cow::Borrowed(m),
+                None => std::borrow::Cow::Owned(read(dir)?),
+            });
+        }
+        tensor_parallel::check(&manifests.iter().map(|m| m.as_ref()).collect::<Vec<_>>())
+            .map_err(|e| Verdict::Failed(e.to_string()))
     })
 }
 

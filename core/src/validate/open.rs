@@ -31,6 +31,14 @@ impl Core {
         Self::open_with(dir, super::ShardContents::HashedOnUpload)
     }
 
+    /// As [`Core::open`], for a manifest the caller already read from `dir`: every rule and
+    /// every file's hash are checked, nothing parsed twice.
+    pub fn validated(dir: &Path, manifest: Manifest) -> Result<Self, CoreError> {
+        super::manifest(&manifest)?;
+        super::files(&manifest, dir, super::ShardContents::Hashed)?;
+        Ok(Self { dir: dir.to_owned(), manifest })
+    }
+
     fn open_with(dir: &Path, shards: super::ShardContents) -> Result<Self, CoreError> {
         let manifest = read_manifest(dir)?;
         super::manifest(&manifest)?;
