@@ -169,8 +169,33 @@ mod tests {
 
     #[test]
     fn dtypes_name_their_elements() {
-        assert_eq!(Element::of_dtype("torch.bfloat16"), Element::Bfloat16);
-        assert_eq!(Element::of_dtype("float"), Element::Float32);
-        assert_eq!(Element::of_dtype("torch.int64"), Element::Bytes);
+        let named = [
+            ("torch.float64", Element::Float64),
+            ("double", Element::Float64),
+            ("torch.float32", Element::Float32),
+            ("float", Element::Float32),
+            ("torch.float16", Element::Float16),
+            ("half", Element::Float16),
+            ("torch.bfloat16", Element::Bfloat16),
+            ("torch.int64", Element::Bytes),
+            ("torch.bool", Element::Bytes),
+        ];
+        for (dtype, element) in named {
+            assert_eq!(Element::of_dtype(dtype), element, "{dtype}");
+        }
+    }
+
+    #[test]
+    fn outputs_of_other_lengths_are_wholly_incomparable() {
+        let s = Spread::between(Element::Float32, &[0; 8], &[0; 12]);
+        assert_eq!(s, Spread { elements: 2, differing: 2, incomparable: 2, ..Spread::default() });
+    }
+
+    #[test]
+    fn the_widest_spread_takes_each_field_from_either_side() {
+        let a = Spread { elements: 4, differing: 1, max_abs: 0.5, max_ulp: 7, incomparable: 0 };
+        let b = Spread { elements: 4, differing: 3, max_abs: 0.25, max_ulp: 9, incomparable: 1 };
+        let widest = Spread { elements: 4, differing: 3, max_abs: 0.5, max_ulp: 9, incomparable: 1 };
+        assert_eq!((a.widest(b), b.widest(a)), (widest, widest));
     }
 }
