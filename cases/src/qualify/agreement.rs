@@ -141,17 +141,13 @@ impl<'m> Agreements<'m> {
     }
 
     /// An output that must not agree: `o` with its digest changed and, for a varying
-    /// output, its first element pushed far past any tolerance (its sign and top exponent
-    /// bit flipped). What the checker's self-test feeds the rule.
+    /// output, every byte of its first launch inverted (far past any tolerance). What the
+    /// checker's self-test feeds the rule.
     pub fn wrong(&self, o: &OutputCheck) -> OutputCheck {
         let mut wrong = o.clone();
         wrong.actual_sha256 = flip_first_digit(&o.actual_sha256);
         if let Some(v) = self.varying.get(&(o.template.as_str(), o.buffer.as_str())) {
-            wrong.bytes.clone_from(&v.first_launch);
-            let top = v.variation.element.size().min(wrong.bytes.len());
-            if top > 0 {
-                wrong.bytes[top - 1] ^= 0xc0;
-            }
+            wrong.bytes = v.first_launch.iter().map(|b| !b).collect();
         }
         wrong
     }
@@ -254,6 +250,27 @@ mod tests {
         assert!(judged(Element::Float32, bitwise, &[1.0, ulps(2.0, 2)], "b").is_err());
         let ints = judged(Element::Bytes, Rule::default(), &[ulps(1.0, 1), 2.0], "b").unwrap_err();
         assert!(ints.contains("not floating-point"), "{ints}");
+    }
+
+    /// Read from a core on disk: the varying sample's first launch, checked against its
+    /// digest again when the judge reads it.
+    #[test]
+    fn a_cores_varying_outputs_are_read_with_their_first_launch() {
+        let root = tempfile::tempdir().unwrap();
+        let draft = gnomon_fixtures::sample::CoreDraft::varying();
+        draft.write(root.path()).unwrap();
+        let core = Core::open(root.path()).unwrap();
+        let agreements = Agreements::of(&core, Rule::default()).unwrap();
+        let first = draft.files[gnomon_fixtures::sample::VARYING_FILE].clone();
+        let variation = core.manifest().expectations[0].outputs[0].variation.clone().unwrap();
+        let mut other = output("decode-b1", first.clone());
+        other.actual_sha256.clone_from(&variation.sha256s[0]);
+        assert_eq!(agreements.agrees(&other, "0"), Ok(Agreement::Recorded));
+        let mut flipped = first.clone();
+        flipped[0] ^= 1;
+        std::fs::write(root.path().join(gnomon_fixtures::sample::VARYING_FILE), flipped).unwrap();
+        let changed = Agreements::of(&core, Rule::default()).err().unwrap();
+        assert_eq!(changed, format!("{} changed since the core was validated", variation.file));
     }
 
     #[test]
