@@ -180,10 +180,20 @@ fn first_varying_node(
         }
         Ok(false)
     };
+    Ok(shortest_varying_prefix(order.len(), varies)?.map(|k| vec![order[k - 1]]).unwrap_or_default())
+}
+
+/// The smallest `k` in `1..=n` for which `varies(k)` holds, by halving, taking the empty
+/// prefix as not varying; `None` when the whole (`varies(n)`) does not vary. About
+/// log₂ n calls.
+fn shortest_varying_prefix(
+    n: usize,
+    mut varies: impl FnMut(usize) -> Result<bool, KitError>,
+) -> Result<Option<usize>, KitError> {
     // Invariant: the prefix of `lo` nodes was not seen to vary, that of `hi` nodes was.
-    let (mut lo, mut hi) = (0, order.len());
-    if !varies(hi)? {
-        return Ok(Vec::new());
+    let (mut lo, mut hi) = (0, n);
+    if n == 0 || !varies(hi)? {
+        return Ok(None);
     }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
@@ -192,7 +202,7 @@ fn first_varying_node(
             false => lo = mid,
         }
     }
-    Ok(vec![order[hi - 1]])
+    Ok(Some(hi))
 }
 
 /// Nodes `0..count` in an order where every edge's source comes before its target, the
@@ -249,6 +259,35 @@ mod tests {
         assert_eq!(topological(4, &[(0, 1), (1, 2), (0, 3)]), [0, 1, 2, 3]);
         assert_eq!(topological(4, &[(3, 0), (2, 3), (1, 0)]), [1, 2, 3, 0]);
         assert_eq!(topological(3, &[]), [0, 1, 2]);
+    }
+
+    #[test]
+    fn the_shortest_varying_prefix_is_found_by_halving() {
+        for (n, first) in [(100, 37), (100, 1), (100, 100), (1, 1), (7775, 4242)] {
+            let mut calls = 0;
+            let found = shortest_varying_prefix(n, |k| {
+                calls += 1;
+                Ok(k >= first)
+            });
+            assert_eq!(found.unwrap(), Some(first), "{n} nodes, varying from {first}");
+            assert!(calls <= (n as f64).log2().ceil() as usize + 1, "{calls} launches of prefixes for {n}");
+        }
+        assert_eq!(shortest_varying_prefix(100, |_| Ok(false)).unwrap(), None, "the whole did not vary");
+        assert_eq!(shortest_varying_prefix(0, |_| Ok(true)).unwrap(), None, "no nodes");
+    }
+
+    /// What the export's summary says of a varying output: its spread, and each node found
+    /// with its kernel.
+    #[test]
+    fn a_varied_output_names_its_nodes_kernels() {
+        let m = gnomon_fixtures::sample::CoreDraft::sample().manifest;
+        let c = compared(Element::Float32);
+        let mut o = Observed::first(&c, vec![0; 8]);
+        o.again(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        let v = varied(&m, "decode-b1", &o, &[1, 0], 8);
+        assert_eq!((v.distinct, v.launches, v.max_ulp, v.differing_fraction), (2, 8, 1, 0.5));
+        let nodes = [("n1".to_string(), "axpy".to_string()), ("n0".to_string(), "(not a kernel)".to_string())];
+        assert_eq!(v.nodes, nodes);
     }
 
     fn compared(element: Element) -> Compared {
