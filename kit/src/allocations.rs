@@ -19,6 +19,22 @@ pub struct Block {
     pub captured: bool,
 }
 
+/// The arena's bytes by standing (allocations counted by the 512-byte units they take),
+/// and how far into it allocations reach now and ever did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Stats {
+    pub arena: u64,
+    pub live: u64,
+    /// Freed, but kept for the graphs that may use them.
+    pub retired: u64,
+    pub free: u64,
+    /// The end of the highest allocation live or retired: what a core of this arena maps.
+    pub in_use_end: u64,
+    /// The highest end ever reached: the arena this program needs.
+    pub peak_end: u64,
+}
+
 /// Where an allocation stands now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Standing {
@@ -31,6 +47,8 @@ pub enum Standing {
 pub struct Allocations {
     base: u64,
     size: u64,
+    /// The highest end any allocation reached, as an offset.
+    peak_end: u64,
     /// Free ranges by offset, coalesced: offset → length.
     free: BTreeMap<u64, u64>,
     live: BTreeMap<u64, Block>,
@@ -40,7 +58,7 @@ pub struct Allocations {
 impl Allocations {
     pub fn new(base: u64, size: u64) -> Self {
         let free = if size > 0 { BTreeMap::from([(0, size)]) } else { BTreeMap::new() };
-        Self { base, size, free, live: BTreeMap::new(), retired: BTreeMap::new() }
+        Self { base, size, peak_end: 0, free, live: BTreeMap::new(), retired: BTreeMap::new() }
     }
 
     pub fn base(&self) -> u64 {
@@ -67,6 +85,7 @@ impl Allocations {
             self.free.insert(offset + span, len - span);
         }
         self.live.insert(offset, Block { offset, size, captured: capturing });
+        self.peak_end = self.peak_end.max(offset + span);
         Ok(self.base + offset)
     }
 
@@ -102,6 +121,21 @@ impl Allocations {
         let mut all: Vec<_> = live.chain(retired).collect();
         all.sort_by_key(|(b, _)| b.offset);
         all
+    }
+
+    /// What the arena holds, in bytes: what a port reads where PyTorch's memory statistics
+    /// are not available (its pluggable allocator has none).
+    pub fn stats(&self) -> Stats {
+        let spans = |map: &BTreeMap<u64, Block>| map.values().filter_map(|b| span(b.size)).sum();
+        let ends = self.live.values().chain(self.retired.values()).filter_map(|b| Some(b.offset + span(b.size)?));
+        Stats {
+            arena: self.size,
+            live: spans(&self.live),
+            retired: spans(&self.retired),
+            free: self.free.values().sum(),
+            in_use_end: ends.max().unwrap_or(0),
+            peak_end: self.peak_end,
+        }
     }
 
     /// Returns `[offset, offset + len)` to the free ranges, joined with its neighbours.
@@ -146,6 +180,9 @@ mod tests {
         a.free(y, false).unwrap();
         assert_eq!(a.free, BTreeMap::from([(0, 4 * ALIGN)]), "y joins the ranges before and after it");
         assert_eq!((a.base(), a.size()), (BASE, 4 * ALIGN));
+        let stats =
+            Stats { arena: 4 * ALIGN, live: 0, retired: 0, free: 4 * ALIGN, in_use_end: 0, peak_end: 4 * ALIGN };
+        assert_eq!(a.stats(), stats, "all freed, after reaching the end");
         assert_eq!(a.allocate(4 * ALIGN, false).unwrap(), BASE);
     }
 
@@ -164,6 +201,10 @@ mod tests {
         assert_eq!(a.holding(during + 10), None, "past the size asked for");
         let standings: Vec<_> = a.blocks().into_iter().map(|(b, s)| (b.offset, s)).collect();
         assert_eq!(standings, [(0, Standing::Retired), (ALIGN, Standing::Retired), (2 * ALIGN, Standing::Live)]);
+        a.free(next, false).unwrap();
+        let stats = a.stats();
+        assert_eq!((stats.live, stats.retired, stats.free), (0, 2 * ALIGN, ALIGN));
+        assert_eq!((stats.in_use_end, stats.peak_end), (2 * ALIGN, 3 * ALIGN), "retired blocks stay in use");
     }
 
     #[test]

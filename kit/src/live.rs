@@ -19,7 +19,7 @@ use gnomon_core::{
 use serde::Serialize;
 
 use crate::{
-    allocations::Allocations,
+    allocations::{Allocations, Stats},
     declare::{declare, Tensor},
     errors::KitError,
     launches::{expectations, Varied},
@@ -70,6 +70,8 @@ pub struct Exported {
     pub module_bytes: u64,
     pub buffers: usize,
     pub stored_bytes: u64,
+    /// The arena's bytes by standing at the export (`gnomon.torch.memory_stats()`).
+    pub arena: Stats,
     /// Launches of each template the expectations compared.
     pub launches_per_template: u32,
     /// Outputs that launches from the same state did not give alike.
@@ -148,6 +150,7 @@ pub fn export(
         module_bytes,
         buffers: manifest.buffers.len(),
         stored_bytes,
+        arena: allocations.stats(),
         launches_per_template: request.launches,
         varied: expected.varied,
         snapshot_s,

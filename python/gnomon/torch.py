@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "deterministic", "export", "report", "DEFAULT_BASE", "DEFAULT_LAUNCHES"]
+__all__ = ["record", "use_arena", "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE",
+           "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
@@ -70,6 +71,17 @@ def use_arena(size, base=DEFAULT_BASE, device=0):
         _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
     return mapped
+
+
+def memory_stats():
+    """The arena's bytes, where PyTorch's own statistics are not available: under
+    ``use_arena``, ``torch.cuda.memory_reserved()`` and its kin raise (PyTorch's pluggable
+    allocators keep no device statistics). ``live`` and ``free`` are what they say;
+    ``retired`` is memory a captured graph may use, never handed out again; ``in-use-end``
+    is how far into the arena allocations reach now (what replay of a core maps), and
+    ``peak-end`` how far they ever reached (the arena this program needs: compare it with
+    ``torch.cuda.max_memory_reserved()`` of a run without the kit)."""
+    return json.loads(_native.arena_stats())
 
 
 def deterministic():

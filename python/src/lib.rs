@@ -123,6 +123,14 @@ fn tensors(named: Vec<Named>) -> PyResult<Vec<Tensor>> {
         .collect()
 }
 
+/// The arena's bytes by standing as JSON (`Stats`); an error before `use_arena`.
+#[pyfunction]
+fn arena_stats() -> PyResult<String> {
+    let arena = lock(&ARENA);
+    let allocations = arena.as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?;
+    Ok(serde_json::to_string(&allocations.stats()).expect("stats always serialize"))
+}
+
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
 #[pyfunction]
 #[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
@@ -176,6 +184,11 @@ impl PyAllocations {
         self.0.free(address, capturing).map_err(error)
     }
 
+    /// The arena's bytes by standing, as JSON.
+    fn stats(&self) -> String {
+        serde_json::to_string(&self.0.stats()).expect("stats always serialize")
+    }
+
     /// `(offset, size, "live" | "retired")` of every allocation a core would declare.
     fn blocks(&self) -> Vec<(u64, u64, &'static str)> {
         self.0.blocks().into_iter().map(|(b, s)| describe(b, s)).collect()
@@ -216,6 +229,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recording, m)?)?;
     m.add_function(wrap_pyfunction!(use_arena, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(arena_stats, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_class::<PyAllocations>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -143,3 +143,28 @@ def test_a_summary_is_printed_and_kept(tmp_path, capsys):
     gt.report({"varied": [], "nodes": 40}, tmp_path / "summary.json")
     assert json.loads(capsys.readouterr().out) == {"varied": [], "nodes": 40}
     assert json.loads((tmp_path / "summary.json").read_text()) == {"varied": [], "nodes": 40}
+
+
+def test_the_arena_says_its_bytes_where_pytorch_keeps_no_statistics():
+    a = _native.Allocations(BASE, 4096)
+    captured = a.allocate(100, capturing=True)
+    a.allocate(600)
+    a.free(captured)
+    assert json.loads(a.stats()) == {"arena": 4096, "live": 1024, "retired": 512, "free": 2560,
+                                     "in-use-end": 1536, "peak-end": 1536}
+    with pytest.raises(RuntimeError, match="no gnomon arena is in use"):
+        _native.arena_stats()
+
+
+def test_the_kit_refuses_to_start_after_cuda(monkeypatch):
+    """A graph captured before use_arena (or record) would hold memory and modules the kit
+    never saw: both refuse once PyTorch has initialised CUDA."""
+    import types
+
+    import gnomon.torch as gt
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    with pytest.raises(RuntimeError, match="use_arena must come before the first CUDA allocation"):
+        gt.use_arena("1GiB")
+    with pytest.raises(RuntimeError, match="CUDA is already initialised"):
+        gt.record()
