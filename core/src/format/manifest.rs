@@ -82,17 +82,18 @@ impl Manifest {
         end.div_ceil(granule).saturating_mul(granule).min(self.arena.size)
     }
 
-    /// Of `shard`, the bytes below [`Self::used_end`]: what replay backs with memory.
-    pub fn mapped_len(&self, shard: &Shard) -> u64 {
-        shard.size.min(self.used_end().saturating_sub(shard.offset))
+    /// Of each shard, in order, the bytes below [`Self::used_end`]: what replay backs with
+    /// memory.
+    pub fn mapped_lens(&self) -> Vec<u64> {
+        let end = self.used_end();
+        self.shards.iter().map(|s| s.size.min(end.saturating_sub(s.offset))).collect()
     }
 
     /// Each shard's part below [`Self::used_end`], as (offset, bytes); shards wholly above
     /// it are left out.
     pub fn mapped_ranges(&self) -> Vec<(u64, u64)> {
-        let end = self.used_end();
-        let part = |s: &Shard| (s.offset, s.size.min(end.saturating_sub(s.offset)));
-        self.shards.iter().map(part).filter(|&(_, size)| size > 0).collect()
+        let parts = self.shards.iter().zip(self.mapped_lens()).map(|(s, len)| (s.offset, len));
+        parts.filter(|&(_, len)| len > 0).collect()
     }
 }
 

@@ -328,12 +328,12 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
 }
 
 /// Reserves the arena shard by shard at the core's recorded addresses, and maps memory up
-/// to what the core uses ([`Manifest::mapped_len`]): a generous reservation costs address
+/// to what the core uses ([`Manifest::mapped_lens`]): a generous reservation costs address
 /// space, not device memory. (The whole shard is reserved: on driver 580 a reservation of
 /// a few MiB was placed elsewhere than asked where the shard's own size was honoured.)
 pub fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
     let shards: Vec<(u64, u64, u64)> =
-        m.shards.iter().map(|s| (m.arena.base + s.offset, s.size, m.mapped_len(s))).collect();
+        m.shards.iter().zip(m.mapped_lens()).map(|(s, len)| (m.arena.base + s.offset, s.size, len)).collect();
     Ok(ArenaMapping::map_parts(ctx, &shards)?)
 }
 
