@@ -97,7 +97,7 @@ pub fn export(
         // SAFETY: the caller hands live graphs of this process's primary context.
         .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
         .collect::<Result<Vec<_>, KitError>>()?;
-    let images = recorder.images();
+    let images = recorder.images(ctx);
     let kernels = Kernels::resolve(ctx, &graphs, &images, recorder)?;
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
@@ -183,7 +183,7 @@ impl Kernels {
                         template: template.clone(),
                         node: node.0,
                         kernel: function.name().into(),
-                        library: recorder.loader_of(module.handle).map_or_else(
+                        library: recorder.loader_of(ctx, module.handle).map_or_else(
                             || "a library whose module load the recorder did not hear".into(),
                             |l| format!("`{}`", l.display()),
                         ),

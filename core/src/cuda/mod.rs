@@ -201,6 +201,16 @@ impl Context {
         Ok(device as u32)
     }
 
+    /// The module a library loaded with `cuLibraryLoad*` has in this context: the handle
+    /// its kernels' `cuFuncGetModule` gives. `library` is a handle the recorder heard
+    /// returned; a library since unloaded gives an error.
+    pub fn library_module(&self, library: usize) -> Result<usize> {
+        let mut module = std::ptr::null_mut();
+        // SAFETY: the driver checks the handle it is given and writes one module handle.
+        self.call("cuLibraryGetModule", || unsafe { sys::cuLibraryGetModule(&mut module, library as sys::CUlibrary) })?;
+        Ok(module as usize)
+    }
+
     pub(crate) fn raw(&self) -> sys::CUcontext {
         self.0.raw
     }

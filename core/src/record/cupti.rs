@@ -19,9 +19,20 @@ const MODULE_LOADED: u32 = 6;
 /// `CUPTI_CB_DOMAIN_DRIVER_API`, and `CUPTI_API_EXIT` of `CUpti_ApiCallbackSite`.
 const DOMAIN_DRIVER_API: u32 = 1;
 const API_EXIT: u32 = 1;
-/// Driver calls that load a module and return its handle through their first parameter
-/// (`CUmodule *module`). Their callback ids are asked of CUPTI by name.
-const MODULE_LOADS: [&str; 4] = ["cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary"];
+/// Driver calls that load a module, or a library (cuDNN's runtime-compiled kernels come
+/// so), and return its handle through their first parameter (`CUmodule *` or
+/// `CUlibrary *`), the image or its file's name second. Their callback ids are asked of
+/// CUPTI by name.
+const MODULE_LOADS: [&str; 6] = [
+    "cuModuleLoad",
+    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
+    "cuModuleLoadFatBinary",
+    "cuLibraryLoadData",
+    "cuLibraryLoadFromFile",
+];
+/// Those of [`MODULE_LOADS`] given a file's name.
+const FILE_LOADS: [&str; 2] = ["cuModuleLoad", "cuLibraryLoadFromFile"];
 /// Callback ids of the driver domain are below this (CUDA 13 defines about 800).
 const DRIVER_CBIDS: u32 = 4096;
 
@@ -70,7 +81,7 @@ pub(super) struct Load {
     pub loader: Option<PathBuf>,
 }
 
-/// What the callbacks saw: images in load order, and the module handles `cuModuleLoad*`
+/// What the callbacks saw: images in load order, and the handles the loads of [`MODULE_LOADS`]
 /// returned, each with the digest of the ELF image it was given and the object that
 /// called it.
 #[derive(Default)]
@@ -79,9 +90,11 @@ pub(super) struct Seen {
     pub modules: Vec<ModuleLoad>,
 }
 
-/// A `cuModuleLoad*` call the recorder heard return.
+/// A `cuModuleLoad*` or `cuLibraryLoad*` call the recorder heard return.
 pub(super) struct ModuleLoad {
     pub handle: usize,
+    /// Whether `handle` is a `CUlibrary`, whose module in a context the driver names.
+    pub library: bool,
     pub digest: String,
     pub loader: Option<PathBuf>,
 }
@@ -233,7 +246,7 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     sink.lock().unwrap_or_else(|e| e.into_inner()).loads.push(Load { bytes, loader });
 }
 
-/// On the successful exit of a `cuModuleLoad*` given an ELF image or a file, notes the
+/// On the successful exit of a load of [`MODULE_LOADS`] given an ELF image or a file, notes the
 /// module handle it returned with the digest of that image: the recorded image of the
 /// same digest is the module's, even when the driver loads it lazily, after the call.
 fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
@@ -241,7 +254,7 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
         return;
     }
     // SAFETY: at exit, `return_value` points to the call's `CUresult`, and the parameters
-    // of every call in `MODULE_LOADS` begin with `CUmodule *module` (written on success)
+    // of every call in `MODULE_LOADS` begin with the handle's address (written on success)
     // followed by the image pointer, or for `cuModuleLoad` the file name.
     let (module, image) = unsafe {
         if *(call.return_value as *const u32) != 0 {
@@ -254,22 +267,24 @@ fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
         }
         (*out as usize, *params.add(1) as *const u8)
     };
-    // SAFETY: the driver names its call with a static NUL-terminated string.
-    let from_file =
-        !call.function_name.is_null() && unsafe { CStr::from_ptr(call.function_name) }.to_bytes() == b"cuModuleLoad";
-    let digest = if from_file {
-        // SAFETY: `cuModuleLoad` succeeded with this NUL-terminated file name; PyTorch's
-        // static launcher of Inductor's kernels loads their cubins so.
+    let name = match call.function_name.is_null() {
+        true => &[][..],
+        // SAFETY: the driver names its call with a static NUL-terminated string.
+        false => unsafe { CStr::from_ptr(call.function_name) }.to_bytes(),
+    };
+    let digest = if FILE_LOADS.iter().any(|f| f.as_bytes() == name) {
+        // SAFETY: the load succeeded with this NUL-terminated file name; PyTorch's static
+        // launcher of Inductor's kernels loads their cubins so.
         let path = unsafe { CStr::from_ptr(image as *const c_char) }.to_string_lossy().into_owned();
         let Ok(bytes) = std::fs::read(path) else { return };
         super::load_digest(&bytes)
     } else {
-        // SAFETY: a `cuModuleLoad*` the driver accepted was given a readable image; its
+        // SAFETY: a load the driver accepted was given a readable image; its
         // ELF header says how long it is.
         let Some(bytes) = (unsafe { elf_image(image) }) else { return };
         super::load_digest(bytes)
     };
-    let load = ModuleLoad { handle: module, digest, loader: loader() };
+    let load = ModuleLoad { handle: module, library: name.starts_with(b"cuLibrary"), digest, loader: loader() };
     sink.lock().unwrap_or_else(|e| e.into_inner()).modules.push(load);
 }
 

@@ -61,16 +61,26 @@ impl ImageRecorder {
         cupti::Subscription::library_path()
     }
 
-    /// Every distinct image loaded so far, in the order each was first loaded.
-    pub fn images(&self) -> Vec<LoadedImage> {
-        distinct(&self.seen())
+    /// Every distinct image loaded so far, in the order each was first loaded, with the
+    /// handles of the modules `ctx` holds of it.
+    pub fn images(&self, ctx: &Context) -> Vec<LoadedImage> {
+        let modules = self.library_modules(ctx);
+        distinct(&self.seen(), |library| modules.get(&library).copied())
     }
 
-    /// The shared object whose `cuModuleLoad*` returned `handle` last, when the recorder
-    /// heard that call and could walk its stack: what names the library of a module
-    /// whose image was missed.
-    pub fn loader_of(&self, handle: usize) -> Option<PathBuf> {
-        loader_of(&self.seen(), handle)
+    /// The shared object whose load returned module `handle` (in `ctx`) last, when the
+    /// recorder heard that call and could walk its stack: what names the library of a
+    /// module whose image was missed.
+    pub fn loader_of(&self, ctx: &Context, handle: usize) -> Option<PathBuf> {
+        let modules = self.library_modules(ctx);
+        loader_of(&self.seen(), handle, |library| modules.get(&library).copied())
+    }
+
+    /// The module `ctx` holds of each library heard loaded. Asked with the callbacks'
+    /// record unlocked: the driver may load the module now, and its callback records it.
+    fn library_modules(&self, ctx: &Context) -> HashMap<usize, usize> {
+        let libraries: Vec<usize> = self.seen().modules.iter().filter(|m| m.library).map(|m| m.handle).collect();
+        libraries.into_iter().filter_map(|l| Some((l, ctx.library_module(l).ok()?))).collect()
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, cupti::Seen> {
@@ -78,14 +88,24 @@ impl ImageRecorder {
     }
 }
 
-fn loader_of(seen: &cupti::Seen, handle: usize) -> Option<PathBuf> {
-    seen.modules.iter().rev().find(|m| m.handle == handle).and_then(|m| m.loader.clone())
+fn loader_of(seen: &cupti::Seen, handle: usize, module_of: impl Fn(usize) -> Option<usize>) -> Option<PathBuf> {
+    seen.modules.iter().rev().find(|m| module_handle(m, &module_of) == Some(handle)).and_then(|m| m.loader.clone())
+}
+
+/// The module handle a heard load stands for: its own, or a library's module in the
+/// context (`module_of`), none where the driver no longer knows the library.
+fn module_handle(load: &cupti::ModuleLoad, module_of: impl Fn(usize) -> Option<usize>) -> Option<usize> {
+    match load.library {
+        true => module_of(load.handle),
+        false => Some(load.handle),
+    }
 }
 
 /// What the callbacks saw as distinct images, in first-load order: each with how often
 /// it was loaded, by which objects, and the module handles whose latest load was given it.
-fn distinct(seen: &cupti::Seen) -> Vec<LoadedImage> {
-    let latest: HashMap<usize, &str> = seen.modules.iter().map(|m| (m.handle, m.digest.as_str())).collect();
+fn distinct(seen: &cupti::Seen, module_of: impl Fn(usize) -> Option<usize>) -> Vec<LoadedImage> {
+    let latest: HashMap<usize, &str> =
+        seen.modules.iter().filter_map(|m| Some((module_handle(m, &module_of)?, m.digest.as_str()))).collect();
     let mut images: Vec<LoadedImage> = Vec::new();
     for load in &seen.loads {
         let sha256 = hash_hex(load.bytes.as_slice()).expect("hashing memory cannot fail");
@@ -290,7 +310,8 @@ mod tests {
     }
 
     /// Two loads of one image by two libraries are one image; a module handle counts
-    /// for the image its latest load was given, as the driver reuses freed handles.
+    /// for the image its latest load was given, as the driver reuses freed handles; a
+    /// library's load counts for the module the context holds of it.
     #[test]
     fn images_are_distinct_and_a_reused_handle_belongs_to_its_latest_load() {
         let load = |bytes: Vec<u8>, loader: &str| cupti::Load { bytes, loader: Some(loader.into()) };
@@ -302,18 +323,24 @@ mod tests {
                 module_load(0x10, load_digest(&other), Some("libb.so")),
                 module_load(0x20, load_digest(&elf(0)), None),
                 module_load(0x10, "another".into(), Some("libd.so")),
+                cupti::ModuleLoad { library: true, ..module_load(0x50, load_digest(&other), Some("libcudnn.so")) },
+                cupti::ModuleLoad { library: true, ..module_load(0x70, load_digest(&other), None) },
             ],
         };
-        let images = distinct(&seen);
+        // The context holds module 0x60 of library 0x50 and none of library 0x70.
+        let module_of = |library| (library == 0x50).then_some(0x60);
+        let images = distinct(&seen, module_of);
         let got: Vec<_> = images.iter().map(|i| (i.loads, i.loaders.len(), i.modules.clone())).collect();
-        assert_eq!(got, [(2, 2, BTreeSet::from([0x20])), (1, 1, BTreeSet::new())]);
-        assert_eq!(loader_of(&seen, 0x10), Some("libd.so".into()), "the latest load of a reused handle");
-        assert_eq!(loader_of(&seen, 0x20), None, "a load whose stack said nothing");
-        assert_eq!(loader_of(&seen, 0x30), None, "a load never heard");
+        assert_eq!(got, [(2, 2, BTreeSet::from([0x20])), (1, 1, BTreeSet::from([0x60]))]);
+        assert_eq!(loader_of(&seen, 0x10, module_of), Some("libd.so".into()), "the latest load of a reused handle");
+        assert_eq!(loader_of(&seen, 0x20, module_of), None, "a load whose stack said nothing");
+        assert_eq!(loader_of(&seen, 0x30, module_of), None, "a load never heard");
+        assert_eq!(loader_of(&seen, 0x60, module_of), Some("libcudnn.so".into()), "a library's module");
+        assert_eq!(loader_of(&seen, 0x50, module_of), None, "a library handle is no module's");
     }
 
     fn module_load(handle: usize, digest: String, loader: Option<&str>) -> cupti::ModuleLoad {
-        cupti::ModuleLoad { handle, digest, loader: loader.map(PathBuf::from) }
+        cupti::ModuleLoad { handle, library: false, digest, loader: loader.map(PathBuf::from) }
     }
 
     /// Twins (one kernel name, other bytes: Triton's autotuning candidates) are told
