@@ -114,6 +114,7 @@ pub fn declare(allocations: &Allocations, tensors: &[Tensor]) -> Result<Declared
         }
     }
     let mut declared = Declared { buffers: Vec::new(), compared: Vec::new() };
+    let mut names = std::collections::HashSet::new();
     for (block, standing) in allocations.blocks() {
         let tensor = named.iter().find(|(b, _)| *b == block).map(|(_, t)| *t);
         let (name, role, contents) = match (tensor, standing) {
@@ -123,6 +124,9 @@ pub fn declare(allocations: &Allocations, tensors: &[Tensor]) -> Result<Declared
                 (format!("scratch/{:x}", block.offset), BufferRole::Scratch, BufferContents::Undefined)
             }
         };
+        if !names.insert(name.clone()) {
+            return Err(KitError::SameName(name));
+        }
         if let Some(t) = tensor.filter(|t| t.role.compared()) {
             let (buffer, templates) = (name.clone(), t.templates.clone());
             declared.compared.push(Compared { buffer, element: t.element, templates });
@@ -193,12 +197,14 @@ mod tests {
     fn tensors_outside_the_arena_freed_or_of_two_roles_are_refused() {
         let mut a = Allocations::new(BASE, 1 << 20);
         let x = a.allocate(4096, false).unwrap();
+        let y = a.allocate(64, false).unwrap();
         let gone = a.allocate(16, true).unwrap();
         a.free(gone, false).unwrap();
         let refused = |t: &[Tensor]| declare(&a, t).unwrap_err().to_string();
         insta::assert_snapshot!(refused(&[tensor("w", 0x1000, Role::Weight)]), @"tensor `w` (0x1000) is not in the gnomon arena: it was allocated before use_arena, or by another allocator");
         insta::assert_snapshot!(refused(&[tensor("t", gone, Role::Input)]), @"tensor `t` lies in memory that was freed");
         insta::assert_snapshot!(refused(&[tensor("w", x, Role::Weight), tensor("o", x + 8, Role::Output)]), @"one allocation holds `w` (weight) and `o` (output): a buffer has one role");
+        insta::assert_snapshot!(refused(&[tensor("k", x, Role::KvCache), tensor("k", y, Role::KvCache)]), @"two allocations are named `kv-cache/k`: name each tensor once (a template's own mapping names its tensors after it)");
         insta::assert_snapshot!(Role::parse("weights").unwrap_err().to_string(), @"unknown role `weights`: weight, input, output or kv-cache");
     }
 }

@@ -23,6 +23,10 @@ pub enum KitError {
     Freed { name: String },
     #[error("one allocation holds `{first}` ({first_role}) and `{second}` ({second_role}): a buffer has one role")]
     TwoRoles { first: String, first_role: &'static str, second: String, second_role: &'static str },
+    #[error(
+        "two allocations are named `{0}`: name each tensor once (a template's own mapping names its tensors after it)"
+    )]
+    SameName(String),
     #[error("{0}")]
     Role(String),
     #[error("an arena of {0} bytes cannot be mapped: it does not round up to the driver's granularity")]

@@ -102,15 +102,19 @@ def deterministic():
 
 
 def _named(tensors, role, template=None):
-    """(name, address, role, templates, dtype) for each tensor of a mapping or a module."""
+    """(name, address, role, templates, dtype) for each tensor of a mapping or a module. A
+    template's own mapping names its tensors after it (``b8/k0``), so templates may reuse
+    names."""
     if hasattr(tensors, "named_parameters"):
         tensors = dict(tensors.named_parameters())
     out = []
     for name, t in dict(tensors).items():
         if isinstance(t, Mapping):
             out += _named(t, role, template=name)
+        elif template:
+            out.append((f"{template}/{name}", t.data_ptr(), role, [template], str(t.dtype)))
         else:
-            out.append((name, t.data_ptr(), role, [template] if template else [], str(t.dtype)))
+            out.append((name, t.data_ptr(), role, [], str(t.dtype)))
     return out
 
 

@@ -72,7 +72,7 @@ def main():
         g = torch.cuda.CUDAGraph(keep_graph=True)
         with torch.cuda.graph(g, pool=pool):
             out, load = step(w, xs[b])
-        graphs[f"t{b}"], outputs[f"t{b}"] = g, {f"out-t{b}": out, f"load-t{b}": load}
+        graphs[f"t{b}"], outputs[f"t{b}"] = g, {"out": out, "load": load}
     summary = gt.export(graphs, a.out, weights=w, inputs={f"x-t{b}": x for b, x in xs.items()}, outputs=outputs,
                         launches=a.launches)
     gt.report(summary, a.summary)

@@ -109,9 +109,11 @@ def test_tensors_are_named_with_their_role_and_templates():
     bf16 = "torch.bfloat16"
     assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", [], bf16),
                                               ("h.0.bias", 0x20, "weight", [], bf16)]
-    per_template = {"b1": {"logits-b1": _Tensor(0x30)}, "shared": _Tensor(0x40)}
-    assert gt._named(per_template, "output") == [("logits-b1", 0x30, "output", ["b1"], bf16),
-                                                 ("shared", 0x40, "output", [], bf16)]
+    # Templates may reuse a name (each step's `k0`): their tensors are named after them.
+    per_template = {"b1": {"k0": _Tensor(0x30)}, "b2": {"k0": _Tensor(0x38)}, "shared": _Tensor(0x40)}
+    assert gt._named(per_template, "kv-cache") == [("b1/k0", 0x30, "kv-cache", ["b1"], bf16),
+                                                   ("b2/k0", 0x38, "kv-cache", ["b2"], bf16),
+                                                   ("shared", 0x40, "kv-cache", [], bf16)]
 
 
 def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
