@@ -18,18 +18,25 @@ script() { # PORT: the port's command line after `python3 -m gnomon.torch`
     moe) echo python/ports/moe.py ;;
     moe-deterministic) echo python/ports/moe.py --deterministic ;;
     qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
+    hf-no-cudnn-*) echo python/ports/hf.py --model "${1#hf-no-cudnn-}" --no-cudnn-attention ;;
     hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;
+    hf32-*) echo python/ports/hf.py --model "${1#hf32-}" --layers 1 --batches "$(seq -s, 32 -1 1)" ;;
     *) echo "unknown port $1" >&2; return 1 ;;
   esac
 }
 
+# One thing at a time on the GPU: a launch that shares the device with another process
+# can give other bits (PyTorch's argmax over tied logits, some GEMMs), so exports made side
+# by side, or qualifications run side by side, do not give reproducible verdicts
+# (reports/baselines/h200-sm90-580.159.04-models/hf-corpus/README.md).
 for port in "$@"; do
   command=$(script "$port") || exit 2
   for e in $(seq 1 "$exports"); do
     name=$port-e$e
-    # shellcheck disable=SC2086 # the command is words
-    python3 -m gnomon.torch $command --out "$cores/$name" --summary "$work/exports/$name.json" \
-      > "$work/exports/$name.log" 2>&1 || { echo "export $name failed"; rm -rf "${cores:?}/$name"; }
+    # shellcheck disable=SC2086 # the command is words; EXPORT_TIMEOUT (seconds) bounds each export
+    ${EXPORT_TIMEOUT:+timeout "$EXPORT_TIMEOUT"} python3 -m gnomon.torch $command --out "$cores/$name" \
+      --summary "$work/exports/$name.json" > "$work/exports/$name.log" 2>&1 \
+      || { echo "export $name failed"; rm -rf "${cores:?}/$name"; }
   done
 done
 gnomon validate "$cores"/* > "$work/validate.txt" 2>&1

@@ -36,25 +36,33 @@ DECODERS = {
     # fused qkv and gate-up projections.
     "phi3": ("Phi3Config", dict(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
                                 num_key_value_heads=32, num_hidden_layers=2, vocab_size=32064)),
-    # sliding-window layers and logit soft-capping.
+    # sliding-window layers and logit soft-capping. The window is wider than the cache
+    # captured: a full window's update builds an index tensor from host memory, which
+    # graph capture refuses (transformers 5.17, StaticSlidingWindowLayer).
     "gemma2": ("Gemma2Config", dict(hidden_size=2304, intermediate_size=9216, num_attention_heads=8,
                                     num_key_value_heads=4, head_dim=256, num_hidden_layers=4, vocab_size=256000,
-                                    sliding_window=32)),
+                                    sliding_window=64)),
     # a mixture of experts, top-2 of 8.
     "mixtral": ("MixtralConfig", dict(hidden_size=1024, intermediate_size=3584, num_attention_heads=16,
                                       num_key_value_heads=8, num_hidden_layers=2, num_local_experts=8,
                                       num_experts_per_tok=2, vocab_size=32000)),
+    # post-norm with q/k norm, nobody's port tuned to it.
+    "olmo2": ("Olmo2Config", dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
+                                  num_key_value_heads=16, num_hidden_layers=2, vocab_size=100352)),
+    # parallel attention and MLP, partial rotary embedding, fused qkv.
+    "gpt_neox": ("GPTNeoXConfig", dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
+                                       num_hidden_layers=2, vocab_size=50304)),
 }
 ENCODERS = {
     "bert": ("BertConfig", dict(num_hidden_layers=4)),
 }
 
 
-def build(name):
+def build(name, layers=None):
     import transformers
 
     cls, kwargs = {**DECODERS, **ENCODERS}[name]
-    cfg = getattr(transformers, cls)(**kwargs)
+    cfg = getattr(transformers, cls)(**{**kwargs, **({"num_hidden_layers": layers} if layers else {})})
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     auto = transformers.AutoModel if name in ENCODERS else transformers.AutoModelForCausalLM
@@ -77,14 +85,25 @@ def static_cache(cfg, batch, length):
 
 
 def cache_tensors(cache):
-    if hasattr(cache, "layers"):
-        pairs = [(layer.keys, layer.values) for layer in cache.layers]
-    else:
-        pairs = list(zip(cache.key_cache, cache.value_cache))
+    """A cache's state by name: each layer's keys and values, and where the cache keeps it
+    on the device (transformers 5), the length it writes the next token at: the graph
+    reads and advances it, so it is state like the keys."""
     named = {}
-    for i, (k, v) in enumerate(pairs):
-        named[f"k{i}"], named[f"v{i}"] = k, v
+    for i, layer in enumerate(cache.layers):
+        named[f"k{i}"], named[f"v{i}"] = layer.keys, layer.values
+        if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+            named[f"length{i}"] = layer.cumulative_length
     return named
+
+
+def rewind(cache, length):
+    """Puts the cache's write position back to `length` after warm-up steps advanced it,
+    so the captured step writes the slot after the prompt, the position it is given."""
+    for layer in cache.layers:
+        if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+            layer.cumulative_length.fill_(length)
+        if hasattr(layer, "cumulative_length_int"):
+            layer.cumulative_length_int = length
 
 
 def decoder_graphs(model, cfg, batches, context):
@@ -115,6 +134,7 @@ def decoder_graphs(model, cfg, batches, context):
             for _ in range(2):
                 step()
         torch.cuda.current_stream().wait_stream(side)
+        rewind(cache, context)
         torch.cuda.synchronize()
         warm += time.perf_counter() - started
         started = time.perf_counter()
@@ -168,9 +188,9 @@ def state_check(model, graphs, outputs, caches, inputs):
         same = all(torch.equal(seen[0][k], s[k]) for s in seen for k in s)
         written = [k for k in own if not torch.equal(before[k], own[k])]
         moved = {k: (saved[k].flatten()[:4].tolist(), v.flatten()[:4].tolist()) for k, v in named.items()
-                 if k.endswith("position")}
+                 if v.numel() <= 4}
         print(json.dumps({"template": name, "outputs-repeat": same, "model-tensors-written": written[:10],
-                          "positions-before-after": moved}), flush=True)
+                          "small-state-before-after": moved}), flush=True)
 
 
 def main():
@@ -178,7 +198,9 @@ def main():
     p.add_argument("--model", required=True, choices=sorted({**DECODERS, **ENCODERS}))
     p.add_argument("--batches", default="8,4,2,1")
     p.add_argument("--context", type=int, default=32)
-    p.add_argument("--arena", default="16GiB")
+    p.add_argument("--layers", type=int, help="instead of the architecture's few layers above")
+    p.add_argument("--arena", default="8GiB",
+                   help="the kit's arena size, or `none`: PyTorch's own allocator, no export (with --state-check)")
     p.add_argument("--launches", type=int, default=gt.DEFAULT_LAUNCHES)
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--no-cudnn-attention", action="store_true",
@@ -194,8 +216,9 @@ def main():
         gt.deterministic()
     if a.no_cudnn_attention:
         torch.backends.cuda.enable_cudnn_sdp(False)
-    gt.use_arena(a.arena)
-    model, cfg = build(a.model)
+    if a.arena != "none":
+        gt.use_arena(a.arena)
+    model, cfg = build(a.model, a.layers)
     batches = [int(b) for b in a.batches.split(",")]
     capture = encoder_graphs if a.model in ENCODERS else decoder_graphs
     graphs, outputs, caches, inputs, seconds = capture(model, cfg, batches, a.context)
@@ -205,6 +228,8 @@ def main():
     torch.cuda.synchronize()
     if a.state_check:
         state_check(model, graphs, outputs, caches, inputs)
+    if a.arena == "none":
+        return
     summary = gt.export(graphs, a.out, weights=model, inputs=inputs, outputs=outputs, kv_cache=caches,
                         capture=seconds, launches=a.launches)
     summary["model"] = a.model
