@@ -39,6 +39,9 @@ pub struct Account {
     /// digests over L launches, K ULP, from node X)`, judged by what those launches gave.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub varying: Vec<String>,
+    /// (v3) Ranges of peers' arenas this rank maps: `rank R bytes A..B at ADDRESS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<String>,
     /// The arch the modules were built for (`sm_90`).
     pub arch: String,
     /// Whether any module is PTX, which the driver compiles at load.
@@ -95,6 +98,11 @@ impl Account {
             attributes: needs(m),
             unchecked: m.unchecked.iter().map(|u| format!("{} ({})", u.template, u.reason)).collect(),
             varying: varying(m),
+            peers: m
+                .peers
+                .iter()
+                .map(|p| format!("rank {} bytes {:#x}..{:#x} at {:#x}", p.rank, p.offset, p.offset + p.size, p.address))
+                .collect(),
             arch: format!("sm_{}", c.sm),
             ptx: m.modules.iter().any(|module| module.kind == ModuleKind::Ptx),
             driver: format!("{}.{}", c.driver_version / 1000, c.driver_version % 1000 / 10),
@@ -198,6 +206,9 @@ impl Account {
         }
         if !self.unchecked.is_empty() {
             lines.push(format!("unchecked templates: {}", self.unchecked.join(", ")));
+        }
+        if !self.peers.is_empty() {
+            lines.push(format!("peer ranges mapped: {}", self.peers.join(", ")));
         }
         lines.push(format!("tensor-parallel rank {} of {}", self.tp_rank, self.tp_world_size));
         lines

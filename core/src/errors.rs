@@ -43,6 +43,8 @@ pub enum ValidationError {
     V3FieldInOlder { field: &'static str, item: String, version: u32 },
     #[error("{item}: {what} (format v3, docs/format-v3.md \"What v3 settles\")")]
     Unsettled { item: String, what: String },
+    #[error("peer range {index} (rank {rank}): {what} (format v3, docs/format-v3.md \"peers\")")]
+    Peer { index: usize, rank: u32, what: String },
     #[error("node `{node}` of template `{template}` is an {kind} node: native replay does not rebuild event nodes, so a core holding one is refused")]
     EventNode { template: String, node: String, kind: &'static str },
     #[error("node `{node}` of template `{template}`: parameter {param} is declared external, memory outside the arena that replay does not map; no kernel may receive such an address")]
@@ -243,6 +245,8 @@ pub enum TensorParallelError {
     MissingRank { rank: u32 },
     #[error("rank {rank} disagrees with rank 0 on {what}")]
     Mismatch { rank: u32, what: String },
+    #[error("rank {rank}'s peer range {index} ends at {end:#x} of rank {peer}'s arena, past the {used:#x} bytes that rank uses (replay maps and shares no more)")]
+    PeerUnused { rank: u32, index: usize, peer: u32, end: u64, used: u64 },
 }
 
 /// A call into the CUDA driver or NVRTC that did not do what was asked.
@@ -301,6 +305,8 @@ pub enum ReplayError {
     Contract(#[from] ContractError),
     #[error("core was exported on {what} {core}, this device has {device}")]
     ContextMismatch { what: &'static str, core: String, device: String },
+    #[error("the core maps {ranges} ranges of its peers' arenas, and this replay does not map peers yet: none of its kernels is launched")]
+    PeersNotMapped { ranges: usize },
     #[error("function `{function}` of module `{module}`: the driver reports parameter layout {driver:?}, the core records {recorded:?}")]
     LayoutMismatch { module: String, function: String, recorded: Vec<(u64, u64)>, driver: Vec<(u64, u64)> },
     #[error("node `{node}` of template `{template}` is a {kind} node, which native replay does not rebuild")]

@@ -85,6 +85,7 @@ impl Exporter {
             expectations: Vec::new(),
             unchecked: Vec::new(),
             producer_seconds: Default::default(),
+            peers: Vec::new(),
         };
         let mut by_offset = manifest.buffers.clone();
         by_offset.sort_by_key(|b| b.offset);

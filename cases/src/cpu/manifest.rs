@@ -6,15 +6,15 @@ use std::{fs, os::unix::fs::symlink, path::Path};
 use gnomon_core::{
     errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
     format::{
-        BufferContents, ClusterScheduling, Edge, EdgeKind, ModuleKind, NodeOp, PointerParam, Provenance, Shard,
-        Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
+        BufferContents, ClusterScheduling, Edge, EdgeKind, ModuleKind, NodeOp, PeerRange, PointerParam, Provenance,
+        Shard, Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
     },
     validate::MAX_MODULE_BYTES,
     Core,
 };
 use gnomon_fixtures::{
     golden,
-    sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE, VARYING_FILE},
+    sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE, PEER_WINDOW, VARYING_FILE},
 };
 
 use crate::{accepted, ensure, refused, Case, Verdict};
@@ -39,6 +39,13 @@ macro_rules! invalid {
 macro_rules! unsettled {
     ($what:literal) => {
         |e: &CoreError| matches!(e, CoreError::Invalid(V::Unsettled { what, .. }) if what.contains($what))
+    };
+}
+
+/// A peer range refused, with `what` in the text.
+macro_rules! peer_refused {
+    ($what:literal) => {
+        |e: &CoreError| matches!(e, CoreError::Invalid(V::Peer { what, .. }) if what.contains($what))
     };
 }
 
@@ -462,6 +469,46 @@ pub fn corruptions() -> Vec<Corruption> {
             },
             invalid!(V3FieldInOlder { field: "variation", version: 2, .. }),
         ),
+        row(
+            "v3-peers-in-v2-core",
+            |d| {
+                *d = CoreDraft::peered();
+                d.manifest.format.version = 2;
+            },
+            invalid!(V3FieldInOlder { field: "peers", version: 2, .. }),
+        ),
+        row("v3-peer-own-rank", |d| peer(d, |p| p.rank = 0), peer_refused!("this core's own rank")),
+        row("v3-peer-missing-rank", |d| peer(d, |p| p.rank = 2), peer_refused!("does not exist in a world of 2")),
+        row(
+            "v3-peer-size-misfits-granularity",
+            |d| peer(d, |p| p.size = GRANULARITY + 512),
+            peer_refused!("size 0x1200 is not a multiple of the granularity 0x1000"),
+        ),
+        row("v3-peer-outside-arena", |d| peer(d, |p| p.offset = ARENA), peer_refused!("do not lie in an arena")),
+        row("v3-peer-empty", |d| peer(d, |p| p.size = 0), peer_refused!("do not lie in an arena")),
+        row(
+            "v3-peer-window-past-last-address",
+            |d| peer(d, |p| p.address = u64::MAX - GRANULARITY + 1),
+            peer_refused!("past the last address"),
+        ),
+        row("v3-peer-overlaps-own-arena", |d| peer(d, |p| p.address = BASE + CAP), peer_refused!("this rank's arena")),
+        row(
+            "v3-peers-overlap",
+            |d| {
+                peer(d, |_| {});
+                let again = PeerRange { offset: GRANULARITY, ..d.manifest.peers[0] };
+                d.manifest.peers.push(again);
+            },
+            peer_refused!("overlaps peer range 0"),
+        ),
+        row(
+            "v3-pointer-past-peer-window",
+            |d| {
+                peer(d, |_| {});
+                set_y_pointer(d, PEER_WINDOW + GRANULARITY);
+            },
+            invalid!(DanglingPointer { .. }),
+        ),
         row("v3-variation-one-launch", |d| vary(d, |v| v.launches = 1), unsettled!("2 to 65536 are recorded")),
         row("v3-variation-no-other-digest", |d| vary(d, |v| v.sha256s.clear()), unsettled!("1 to one fewer")),
         row(
@@ -582,6 +629,12 @@ fn external_pointer(d: &mut CoreDraft) {
 fn unchecked(d: &mut CoreDraft, template: &str, reason: &str) {
     d.manifest.expectations.clear();
     d.manifest.unchecked.push(Unchecked { template: template.into(), reason: reason.into() });
+}
+
+/// The peered sample with its peer range changed by `change`.
+fn peer(d: &mut CoreDraft, change: fn(&mut PeerRange)) {
+    *d = CoreDraft::peered();
+    change(&mut d.manifest.peers[0]);
 }
 
 /// The varying sample with its variation changed by `change`.
@@ -754,6 +807,19 @@ pub fn cases() -> Vec<Case> {
             let lines = gnomon_core::account::Account::of(core.manifest()).lines();
             let said = "outputs varying between launches: decode-b1/y (2 digests over 8 launches, 3 ULP, from node n1)";
             ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))
+        }),
+        Case::new("cpu/manifest/peer-ranges-accepted", CLAIM, |_| {
+            let root = temp_root()?;
+            CoreDraft::peered().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            let core = accepted(Core::open(root.path()), "a rank whose kernel holds an address in its peer's range")?;
+            let lines = gnomon_core::account::Account::of(core.manifest()).lines();
+            let said = "peer ranges mapped: rank 1 bytes 0x0..0x1000 at 0x210000000000";
+            ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))?;
+            // Until replay maps peers, it refuses such a core before any kernel is built.
+            refused(gnomon_core::replay::check_supported(core.manifest()), |e| {
+                matches!(e, gnomon_core::errors::ReplayError::PeersNotMapped { ranges: 1 })
+            })
+            .map(drop)
         }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;

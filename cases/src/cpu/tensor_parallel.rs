@@ -4,7 +4,7 @@
 use gnomon_core::{errors::TensorParallelError as E, format::Manifest, tensor_parallel::check};
 use gnomon_fixtures::sample::{CoreDraft, GRANULARITY};
 
-use crate::{accepted, refused, Case, Verdict};
+use crate::{accepted, ensure, refused, Case, Verdict};
 
 const CLAIM: &str = "tensor-parallel-readiness";
 
@@ -70,5 +70,30 @@ pub fn cases() -> Vec<Case> {
             let (rank0, _) = two_ranks();
             refused(check(&[&rank0]), |e| matches!(e, E::WorldSize { found: 2, expected: 1, .. })).map(drop)
         }),
+        Case::new("cpu/tensor-parallel/peer-mapped-ranks-accepted", CLAIM, |_| {
+            let (rank0, rank1) = peered_ranks();
+            accepted(check(&[&rank0, &rank1]), "checking a rank that maps its peer's first granule")
+        }),
+        Case::new("cpu/tensor-parallel/peer-range-past-used-refused", CLAIM, |_| {
+            let (mut rank0, mut rank1) = peered_ranks();
+            // Both ranks leave their last buffer out, so rank 1 uses less than its arena.
+            for m in [&mut rank0, &mut rank1] {
+                let last = m.buffers.iter().enumerate().max_by_key(|(_, b)| b.offset).map(|(i, _)| i);
+                m.buffers.remove(last.expect("the sample has buffers"));
+            }
+            let used = rank1.used_end();
+            ensure(used < rank1.arena.size, || format!("the sample uses its whole arena ({used:#x})"))?;
+            rank0.peers[0].offset = used;
+            refused(check(&[&rank0, &rank1]), |e| matches!(e, E::PeerUnused { rank: 0, index: 0, peer: 1, .. }))
+                .map(drop)
+        }),
     ]
+}
+
+/// Rank 0 maps the first granule of rank 1's arena; rank 1 maps nothing.
+fn peered_ranks() -> (Manifest, Manifest) {
+    let rank0 = CoreDraft::peered().manifest;
+    let mut rank1 = CoreDraft::sample().manifest;
+    (rank1.context.tp_rank, rank1.context.tp_world_size) = (1, 2);
+    (rank0, rank1)
 }

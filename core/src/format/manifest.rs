@@ -30,6 +30,29 @@ pub struct Manifest {
     /// by name: reported beside the restore's metrics, so the two can be compared.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub producer_seconds: std::collections::BTreeMap<String, f64>,
+    /// (v3) Ranges of other ranks' arenas this rank maps (a peer-mapped arena): its
+    /// kernels may hold addresses in them, as a custom all-reduce holds its peers' buffers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerRange>,
+}
+
+/// A range of rank `rank`'s arena, mapped by this rank at `address` (v3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PeerRange {
+    pub rank: u32,
+    /// From the peer's `arena.base`.
+    pub offset: u64,
+    pub size: u64,
+    /// Where this rank maps the range's first byte.
+    pub address: u64,
+}
+
+impl PeerRange {
+    /// The addresses this rank maps, empty where `address + size` would overflow.
+    pub fn window(&self) -> std::ops::Range<u64> {
+        self.address..self.address.checked_add(self.size).unwrap_or(self.address)
+    }
 }
 
 /// A template whose outputs are not compared, and why (v2).

@@ -308,7 +308,18 @@ impl Stages {
     }
 }
 
+/// Refuses what replay does not do yet: a kernel holding a peer's address would fault
+/// where no peer is mapped.
+pub fn check_supported(m: &Manifest) -> Result<(), ReplayError> {
+    match m.peers.len() {
+        0 => Ok(()),
+        ranges => Err(ReplayError::PeersNotMapped { ranges }),
+    }
+}
+
+/// Whether this process can replay `m`: its device and driver.
 fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
+    check_supported(m)?;
     if m.context.sm != ctx.info().sm {
         let (core, device) = (format!("sm_{}", m.context.sm), ctx.info().arch());
         return Err(ReplayError::ContextMismatch { what: "SM", core, device });

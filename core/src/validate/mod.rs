@@ -5,7 +5,10 @@
 //! the only kind that may reach a GPU (`open.rs`). The rules read the format's types and
 //! its I/O; nothing in `format` reads the rules.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    ops::Range,
+};
 
 use crate::{
     errors::{FlagsError, ValidationError as E},
@@ -13,7 +16,8 @@ use crate::{
     format::{
         buffer_at,
         digest::{chunk_count, CHUNK_BYTES_RANGE},
-        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, RecordedFlags, Shard, Template, Variation,
+        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, PeerRange, RecordedFlags, Shard, Template,
+        Variation,
     },
     shards::ShardCap,
 };
@@ -61,7 +65,7 @@ pub fn manifest(m: &Manifest) -> Result {
     }
     arena(&m.arena)?;
     shards(&m.arena, &m.shards)?;
-    let buffers = BufferMap::new(&m.arena, &m.buffers)?;
+    let buffers = BufferMap::new(&m.arena, &m.buffers)?.with_peers(peers(m)?);
     shard_digests(m)?;
     let modules = modules(&m.modules)?;
     unique("template", m.templates.iter().map(|t| t.name.as_str()))?;
@@ -110,6 +114,9 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
     }
     if !m.producer_seconds.is_empty() {
         return found("producer-seconds", "the manifest".into());
+    }
+    if !m.peers.is_empty() {
+        return found("peers", "the manifest".into());
     }
     for e in &m.expectations {
         if let Some(o) = e.outputs.iter().find(|o| o.variation.is_some()) {
@@ -353,11 +360,62 @@ fn first_duplicate<T: Eq + std::hash::Hash + Copy>(items: impl Iterator<Item = T
     items.into_iter().find(|&item| !seen.insert(item))
 }
 
-/// Buffers sorted by offset, for name lookups and address lookups.
+/// Each peer range's window, after checking that it names another rank of the world,
+/// fits the granularity and the arena, and overlaps neither this rank's arena nor
+/// another window.
+fn peers(m: &Manifest) -> Result<Vec<Range<u64>>> {
+    let own = m.arena.base..m.arena.base.saturating_add(m.arena.size);
+    let mut windows: Vec<Range<u64>> = Vec::with_capacity(m.peers.len());
+    for (index, p) in m.peers.iter().enumerate() {
+        let window = peer_window(m, p)
+            .and_then(|w| {
+                let overlaps = |o: &Range<u64>| w.start < o.end && o.start < w.end;
+                let with = match overlaps(&own) {
+                    true => Some("this rank's arena".to_owned()),
+                    false => windows.iter().position(overlaps).map(|j| format!("peer range {j}")),
+                };
+                with.map_or(Ok(w.clone()), |with| {
+                    Err(format!("its window {:#x}..{:#x} overlaps {with}", w.start, w.end))
+                })
+            })
+            .map_err(|what| E::Peer { index, rank: p.rank, what })?;
+        windows.push(window);
+    }
+    Ok(windows)
+}
+
+/// The addresses one peer range maps, or what is wrong with it alone.
+fn peer_window(m: &Manifest, p: &PeerRange) -> std::result::Result<Range<u64>, String> {
+    let world = m.context.tp_world_size;
+    if p.rank == m.context.tp_rank {
+        return Err(format!("rank {} is this core's own rank", p.rank));
+    }
+    if p.rank >= world {
+        return Err(format!("rank {} does not exist in a world of {world}", p.rank));
+    }
+    let g = m.arena.granularity;
+    let fields = [("offset", p.offset), ("size", p.size), ("address", p.address)];
+    if let Some((field, value)) = fields.into_iter().find(|&(_, v)| v % g != 0) {
+        return Err(format!("{field} {value:#x} is not a multiple of the granularity {g:#x}"));
+    }
+    if p.size == 0 || p.offset.checked_add(p.size).is_none_or(|end| end > m.arena.size) {
+        let (offset, size, arena) = (p.offset, p.size, m.arena.size);
+        return Err(format!("offset {offset:#x} and size {size:#x} do not lie in an arena of {arena:#x} bytes"));
+    }
+    let window = p.window();
+    match window.is_empty() {
+        true => Err(format!("mapped at {:#x}, it would end past the last address", p.address)),
+        false => Ok(window),
+    }
+}
+
+/// Buffers sorted by offset, for name lookups and address lookups; and the windows of
+/// peers' arenas this rank maps, where kernels may hold addresses too.
 struct BufferMap<'m> {
     base: u64,
     sorted: Vec<&'m Buffer>,
     by_name: HashMap<&'m str, &'m Buffer>,
+    peers: Vec<Range<u64>>,
 }
 
 impl<'m> BufferMap<'m> {
@@ -379,11 +437,17 @@ impl<'m> BufferMap<'m> {
             }
         }
         let by_name = buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        Ok(Self { base: a.base, sorted, by_name })
+        Ok(Self { base: a.base, sorted, by_name, peers: Vec::new() })
     }
 
+    fn with_peers(self, peers: Vec<Range<u64>>) -> Self {
+        Self { peers, ..self }
+    }
+
+    /// Whether `address` lies in a buffer or in a peer's mapped window.
     fn contains_address(&self, address: u64) -> bool {
         address.checked_sub(self.base).is_some_and(|offset| buffer_at(&self.sorted, offset).is_some())
+            || self.peers.iter().any(|w| w.contains(&address))
     }
 }
 
