@@ -33,6 +33,8 @@ pub enum KitError {
     ArenaSize(u64),
     #[error("template `{template}` node {node}: kernel `{kernel}` of {library} has no recorded image (start the recorder before the program's first kernel): {source}")]
     MissingImage { template: String, node: usize, kernel: String, library: String, source: RecordError },
+    #[error("template `{template}` node {node}: kernel `{kernel}` of `{library}` cannot be exported: {reason}")]
+    Collective { template: String, node: usize, kernel: String, library: String, reason: &'static str },
     #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]
     ImageKind { sha256: String, head: String },
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]

@@ -5,11 +5,13 @@
 //! - [`declare`]: buffers from those allocations and the roles the caller names;
 //! - [`live`]: the GPU side, mapping the arena and exporting graphs with the core's
 //!   exporter, images from the load-time recorder;
-//! - [`launches`]: expectations from repeated launches, and what varied between them.
+//! - [`launches`]: expectations from repeated launches, and what varied between them;
+//! - [`collectives`]: the kernels no core can hold (NCCL's), refused by name.
 //!
 //! The Python package (`python/`) is a thin binding over this crate.
 
 pub mod allocations;
+pub mod collectives;
 pub mod declare;
 pub mod errors;
 pub mod launches;

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::{
     allocations::{Allocations, Stats},
+    collectives,
     declare::{declare, Tensor},
     errors::KitError,
     launches::{expectations, Varied},
@@ -176,14 +177,27 @@ impl Kernels {
     ) -> Result<Self, KitError> {
         let by_entries = images_by_entries(ctx, images)?;
         let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
+        // The library that loaded each module, asked once per module.
+        let mut loaders = HashMap::new();
         for (t, (template, graph)) in graphs.iter().enumerate() {
             for (node, function, module) in graph.kernel_functions()? {
+                let loader =
+                    loaders.entry(module.handle).or_insert_with(|| recorder.loader_of(ctx, module.handle)).clone();
+                if let Some(reason) = collectives::refusal(function.name(), loader.as_deref()) {
+                    return Err(KitError::Collective {
+                        template: template.clone(),
+                        node: node.0,
+                        kernel: function.name().into(),
+                        library: loader.map_or_else(|| "an unknown library".into(), |l| l.display().to_string()),
+                        reason,
+                    });
+                }
                 let image = image_of(function.name(), &module, images, &by_entries).map_err(|source| {
                     KitError::MissingImage {
                         template: template.clone(),
                         node: node.0,
                         kernel: function.name().into(),
-                        library: recorder.loader_of(ctx, module.handle).map_or_else(
+                        library: loader.map_or_else(
                             || "a library whose module load the recorder did not hear".into(),
                             |l| format!("`{}`", l.display()),
                         ),
