@@ -713,7 +713,7 @@ fn replace_module(d: &mut CoreDraft, kind: ModuleKind, bytes: Vec<u8>) {
 /// The 64-byte header of a CUDA ELF ABI 8 cubin with `e_flags` (sm in the second byte).
 fn cubin_header(flags: u32) -> Vec<u8> {
     let mut head = vec![0u8; 64];
-    head[..5].copy_from_slice(b"\x7fELF\x02");
+    head[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
     head[8] = 8;
     head[0x30..0x34].copy_from_slice(&flags.to_le_bytes());
     head

@@ -4,6 +4,12 @@
 
 use std::fmt;
 
+use object::{
+    elf::{FileHeader64, ELFCLASS64},
+    read::elf::FileHeader,
+    LittleEndian,
+};
+
 use super::ModuleKind;
 
 /// Bytes of a module's beginning that hold what [`arch`] reads: a cubin's ELF header, or
@@ -50,13 +56,16 @@ pub fn arch(kind: ModuleKind, head: &[u8]) -> Result<ImageArch, String> {
 /// (Triton 3.6's ptxas wrote `0x005a0d5a` for sm_90); ABI 8 in the second byte (CUDA 13's
 /// NVRTC wrote `0x06005a04` for sm_90, `0x06006402` for sm_100).
 fn cubin_arch(head: &[u8]) -> Result<ImageArch, String> {
-    const FLAGS: usize = 0x30;
-    if !head.starts_with(b"\x7fELF") || head.get(4) != Some(&2) {
+    if !head.starts_with(b"\x7fELF") || head.get(4) != Some(&ELFCLASS64.0) {
         return Err("it is not a 64-bit ELF cubin".into());
     }
-    let flags = head.get(FLAGS..FLAGS + 4).ok_or("its ELF header is cut short")?;
-    let flags = u32::from_le_bytes(flags.try_into().expect("four bytes"));
-    let sm = if head[8] >= 8 { (flags >> 8) & 0xff } else { flags & 0xff };
+    let parsed = FileHeader64::<LittleEndian>::parse(head).and_then(|h| Ok((h, h.endian()?)));
+    let (header, endian) = parsed.map_err(|e| match head.len() < 64 {
+        true => "its ELF header is cut short".to_owned(),
+        false => format!("its ELF header is not a little-endian cubin's: {e}"),
+    })?;
+    let flags = header.e_flags(endian).0;
+    let sm = if header.e_ident().abi_version >= 8 { (flags >> 8) & 0xff } else { flags & 0xff };
     match sm {
         0 => Err(format!("its ELF flags 0x{flags:08x} name no SM")),
         sm => Ok(ImageArch { sm, specific: false }),
@@ -86,7 +95,7 @@ mod tests {
 
     fn elf(abi: u8, flags: u32) -> Vec<u8> {
         let mut head = vec![0u8; 64];
-        head[..5].copy_from_slice(b"\x7fELF\x02");
+        head[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
         head[8] = abi;
         head[0x30..0x34].copy_from_slice(&flags.to_le_bytes());
         head
@@ -104,6 +113,9 @@ mod tests {
         assert!(sm(8, 0x0600_0004).is_err());
         assert!(cubin_arch(&elf(8, 0x0600_5a04)[..0x32]).unwrap_err().contains("cut short"));
         assert!(cubin_arch(b"//\n.target sm_90\n").unwrap_err().contains("not a 64-bit ELF"));
+        let mut big_endian = elf(8, 0x0600_5a04);
+        big_endian[5] = 2;
+        assert!(cubin_arch(&big_endian).unwrap_err().contains("not a little-endian cubin's"));
         let mut elf32 = elf(8, 0x0600_5a04);
         elf32[4] = 1;
         assert!(cubin_arch(&elf32).unwrap_err().contains("not a 64-bit ELF"));

@@ -296,11 +296,9 @@ unsafe fn elf_image<'a>(image: *const u8) -> Option<&'a [u8]> {
     if image.is_null() || std::slice::from_raw_parts(image, 4) != b"\x7fELF" {
         return None;
     }
-    let len = super::elf_len(|at, len| {
-        let mut bytes = [0u8; 8];
-        std::ptr::copy_nonoverlapping(image.add(at), bytes.as_mut_ptr(), len);
-        Some(u64::from_le_bytes(bytes))
-    })?;
+    // The header, then as far as the section header table it names: an image the driver
+    // accepted holds both.
+    let len = super::elf_len(|n| Some(std::slice::from_raw_parts(image, n)))?;
     Some(std::slice::from_raw_parts(image, len))
 }
 

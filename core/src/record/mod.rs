@@ -19,6 +19,12 @@ use std::{
 
 pub use provenance::provenance;
 
+use object::{
+    elf::{FileHeader64, SHT_NOBITS},
+    read::elf::{FileHeader, SectionHeader},
+    LittleEndian,
+};
+
 use crate::{
     cuda::{Context, LoadedModule, Module},
     errors::RecordError,
@@ -126,35 +132,26 @@ fn distinct(seen: &cupti::Seen, module_of: impl Fn(usize) -> Option<usize>) -> V
 }
 
 /// The length of a 64-bit little-endian ELF image as its headers say: the furthest end of
-/// a section with contents or of the section header table. `read(at, n)` reads `n` ≤ 8
-/// bytes at `at`, or `None` past the end. A module load is tied to its recorded image by
-/// the digest of this many bytes, whatever either side carries after them.
-fn elf_len(read: impl Fn(usize, usize) -> Option<u64>) -> Option<usize> {
-    const CLASS_64: u64 = 2;
-    const NOBITS: u64 = 8;
-    if read(4, 1)? != CLASS_64 {
-        return None;
-    }
-    let field = |at: usize, n: usize| read(at, n).and_then(|v| usize::try_from(v).ok());
-    let (shoff, entry, count) = (field(0x28, 8)?, field(0x3a, 2)?, field(0x3c, 2)?);
-    let mut end = shoff.checked_add(entry.checked_mul(count)?)?;
-    for header in (0..count).map(|i| shoff + i * entry) {
-        if read(header + 4, 4)? != NOBITS {
-            end = end.max(field(header + 0x18, 8)?.checked_add(field(header + 0x20, 8)?)?);
-        }
-    }
-    (end <= crate::validate::MAX_MODULE_BYTES as usize).then_some(end)
+/// a section with contents or of the section header table. `bytes(n)` gives the image's
+/// first `n` bytes, or `None` past its end: an image the driver holds at a pointer has no
+/// length but this. A module load is tied to its recorded image by the digest of this
+/// many bytes, whatever either side carries after them.
+fn elf_len<'a>(bytes: impl Fn(usize) -> Option<&'a [u8]>) -> Option<usize> {
+    let header = FileHeader64::<LittleEndian>::parse(bytes(size_of::<FileHeader64<LittleEndian>>())?).ok()?;
+    let e = header.endian().ok()?;
+    let table_end = header.e_shoff(e).checked_add(u64::from(header.e_shentsize(e)) * u64::from(header.e_shnum(e)))?;
+    let sections = header.section_headers(e, bytes(usize::try_from(table_end).ok()?)?).ok()?;
+    let ends = sections.iter().filter(|s| s.sh_type(e) != SHT_NOBITS);
+    let end = ends
+        .map(|s| s.sh_offset(e).checked_add(s.sh_size(e)))
+        .try_fold(table_end, |furthest, end| Some(furthest.max(end?)))?;
+    (end <= crate::validate::MAX_MODULE_BYTES).then(|| usize::try_from(end).ok()).flatten()
 }
 
 /// The digest that ties an image to the module loads given it: of its ELF bytes where it
 /// is an ELF image, else of all of it.
 fn load_digest(bytes: &[u8]) -> String {
-    let read = |at: usize, n: usize| {
-        let mut word = [0u8; 8];
-        word[..n].copy_from_slice(bytes.get(at..at.checked_add(n)?)?);
-        Some(u64::from_le_bytes(word))
-    };
-    let len = if bytes.starts_with(b"\x7fELF") { elf_len(read).filter(|&l| l <= bytes.len()) } else { None };
+    let len = elf_len(|n| bytes.get(..n)).filter(|&l| l <= bytes.len());
     hash_hex(&bytes[..len.unwrap_or(bytes.len())]).expect("hashing memory cannot fail")
 }
 
@@ -269,8 +266,7 @@ mod tests {
     /// 0x200 (three entries), then `tail` bytes no header accounts for.
     fn elf(tail: usize) -> Vec<u8> {
         let mut b = vec![0u8; 0x2c0 + tail];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
+        b[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
         b[0x28..0x30].copy_from_slice(&0x200u64.to_le_bytes());
         b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
         b[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
@@ -288,23 +284,16 @@ mod tests {
 
     #[test]
     fn an_elf_image_is_as_long_as_its_headers_say() {
-        let read = |b: &[u8]| {
-            let b = b.to_vec();
-            move |at: usize, n: usize| {
-                let mut word = [0u8; 8];
-                word[..n].copy_from_slice(b.get(at..at + n)?);
-                Some(u64::from_le_bytes(word))
-            }
-        };
-        assert_eq!(elf_len(read(&elf(0))), Some(0x2c0), "the table ends last");
+        let read = |b: &[u8]| elf_len(|n| b.get(..n));
+        assert_eq!(read(&elf(0)), Some(0x2c0), "the table ends last");
         let mut far = elf(0);
         far[0x200 + 64 + 0x18..0x200 + 64 + 0x20].copy_from_slice(&0x300u64.to_le_bytes());
         far.resize(0x340, 0);
-        assert_eq!(elf_len(read(&far)), Some(0x380), "a section past the table ends last");
+        assert_eq!(read(&far), Some(0x380), "a section past the table ends last");
         let mut class32 = elf(0);
         class32[4] = 1;
-        assert_eq!(elf_len(read(&class32)), None);
-        assert_eq!(elf_len(read(&elf(0)[..0x240])), None, "headers past the end");
+        assert_eq!(read(&class32), None);
+        assert_eq!(read(&elf(0)[..0x240]), None, "headers past the end");
         assert_eq!(load_digest(&elf(7)), load_digest(&elf(0)), "bytes after the headers' end do not count");
         assert_ne!(load_digest(b"not elf"), load_digest(b"not elf!"));
     }
