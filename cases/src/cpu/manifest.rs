@@ -821,6 +821,19 @@ pub fn cases() -> Vec<Case> {
             })
             .map(drop)
         }),
+        Case::new("cpu/manifest/peer-windows-side-by-side-accepted", CLAIM, |_| {
+            // Windows that touch each other or the arena's ends, and overlap nothing.
+            let root = temp_root()?;
+            let mut draft = CoreDraft::peered();
+            let range = draft.manifest.peers[0];
+            draft.manifest.peers.extend([
+                PeerRange { offset: GRANULARITY, address: PEER_WINDOW + GRANULARITY, ..range },
+                PeerRange { offset: 2 * GRANULARITY, address: BASE - GRANULARITY, ..range },
+                PeerRange { offset: 3 * GRANULARITY, address: BASE + ARENA, ..range },
+            ]);
+            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+            accepted(Core::open(root.path()), "four peer windows, each touching another or the arena").map(drop)
+        }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
             let root = temp_root()?;
             let mut draft = CoreDraft::sample();
