@@ -29,18 +29,17 @@ pub fn check(cores: &[&Manifest]) -> Result<(), E> {
     for m in cores {
         agree(reference, m).map_err(|what| E::Mismatch { rank: m.context.tp_rank, what })?;
     }
-    peers_used(cores)
+    peers_used(cores, reference.used_end())
 }
 
-/// Every peer range lies in what its peer uses: replay maps, and shares, only that.
-fn peers_used(cores: &[&Manifest]) -> Result<(), E> {
-    let used: Vec<(u32, u64)> = cores.iter().map(|m| (m.context.tp_rank, m.used_end())).collect();
+/// Every peer range lies in what its peer uses (`used`, one end for all: the ranks agree
+/// on their buffers): replay maps, and shares, only that.
+fn peers_used(cores: &[&Manifest], used: u64) -> Result<(), E> {
     for m in cores {
         for (index, p) in m.peers.iter().enumerate() {
-            let peer_used = used.iter().find(|(rank, _)| *rank == p.rank).map_or(0, |&(_, end)| end);
             let end = p.offset.saturating_add(p.size);
-            if end > peer_used {
-                return Err(E::PeerUnused { rank: m.context.tp_rank, index, peer: p.rank, end, used: peer_used });
+            if end > used {
+                return Err(E::PeerUnused { rank: m.context.tp_rank, index, peer: p.rank, end, used });
             }
         }
     }

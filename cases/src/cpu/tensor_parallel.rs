@@ -1,7 +1,11 @@
 //! `cpu/tensor-parallel/`: a set of per-rank cores is consistent, and a mismatched rank is
 //! refused with the reason.
 
-use gnomon_core::{errors::TensorParallelError as E, format::Manifest, tensor_parallel::check};
+use gnomon_core::{
+    errors::TensorParallelError as E,
+    format::{Manifest, PeerRange},
+    tensor_parallel::check,
+};
 use gnomon_fixtures::sample::{CoreDraft, GRANULARITY};
 
 use crate::{accepted, ensure, refused, Case, Verdict};
@@ -71,8 +75,11 @@ pub fn cases() -> Vec<Case> {
             refused(check(&[&rank0]), |e| matches!(e, E::WorldSize { found: 2, expected: 1, .. })).map(drop)
         }),
         Case::new("cpu/tensor-parallel/peer-mapped-ranks-accepted", CLAIM, |_| {
-            let (rank0, rank1) = peered_ranks();
-            accepted(check(&[&rank0, &rank1]), "checking a rank that maps its peer's first granule")
+            let (mut rank0, rank1) = peered_ranks();
+            // A second range that ends where rank 1's last buffer does.
+            let last = PeerRange { offset: rank1.used_end() - GRANULARITY, ..rank0.peers[0] };
+            rank0.peers.push(PeerRange { address: last.address + GRANULARITY, ..last });
+            accepted(check(&[&rank0, &rank1]), "checking a rank that maps its peer's first and last granules")
         }),
         Case::new("cpu/tensor-parallel/peer-range-past-used-refused", CLAIM, |_| {
             let (mut rank0, mut rank1) = peered_ranks();
