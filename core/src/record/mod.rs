@@ -2,9 +2,9 @@
 //! module's image, and library kernels (cuBLASLt's, cuDNN's runtime-compiled ones) are in
 //! no file, so an exporter must be handed each image when the driver loads it: CUPTI's
 //! module-loaded callback does that ([`ImageRecorder`]). A kernel node's function is then
-//! mapped to its image by the whole set of kernels of its module ([`images_by_entries`],
-//! [`image_of`]): handles seen at load never equal a graph's, and names repeat across
-//! images.
+//! mapped to its image ([`image_of`]) by the handle its module's load returned (a
+//! `cuModuleLoad*`'s, or a `cuLibraryLoad*`'s module in the context), else by the whole
+//! set of kernels of its module ([`images_by_entries`]): names repeat across images.
 //!
 //! A room of its own beside `cuda/`, with the same rule: every foreign call and all
 //! `unsafe` are in `cupti.rs`.
