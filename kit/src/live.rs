@@ -177,12 +177,10 @@ impl Kernels {
     ) -> Result<Self, KitError> {
         let by_entries = images_by_entries(ctx, images)?;
         let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
-        // The library that loaded each module, asked once per module.
-        let mut loaders = HashMap::new();
+        let loaders = recorder.loaders(ctx);
         for (t, (template, graph)) in graphs.iter().enumerate() {
             for (node, function, module) in graph.kernel_functions()? {
-                let loader =
-                    loaders.entry(module.handle).or_insert_with(|| recorder.loader_of(ctx, module.handle)).clone();
+                let loader = loaders.get(&module.handle).cloned().flatten();
                 if let Some(reason) = collectives::refusal(function.name(), loader.as_deref()) {
                     return Err(KitError::Collective {
                         template: template.clone(),

@@ -74,12 +74,12 @@ impl ImageRecorder {
         distinct(&self.seen(), |library| modules.get(&library).copied())
     }
 
-    /// The shared object whose load returned module `handle` (in `ctx`) last, when the
-    /// recorder heard that call and could walk its stack: what names the library of a
-    /// module whose image was missed.
-    pub fn loader_of(&self, ctx: &Context, handle: usize) -> Option<PathBuf> {
+    /// For each module handle in `ctx`, the shared object whose load returned it last,
+    /// when the recorder heard that call and could walk its stack: what names a kernel's
+    /// library. A handle missing, or mapped to `None`, has none.
+    pub fn loaders(&self, ctx: &Context) -> HashMap<usize, Option<PathBuf>> {
         let modules = self.library_modules(ctx);
-        loader_of(&self.seen(), handle, |library| modules.get(&library).copied())
+        loaders(&self.seen(), |library| modules.get(&library).copied())
     }
 
     /// The module `ctx` holds of each library heard loaded. Asked with the callbacks'
@@ -94,8 +94,10 @@ impl ImageRecorder {
     }
 }
 
-fn loader_of(seen: &cupti::Seen, handle: usize, module_of: impl Fn(usize) -> Option<usize>) -> Option<PathBuf> {
-    seen.modules.iter().rev().find(|m| module_handle(m, &module_of) == Some(handle)).and_then(|m| m.loader.clone())
+/// Each module handle's latest load's loader (a handle the driver reused counts for its
+/// latest load, whose stack may have said nothing).
+fn loaders(seen: &cupti::Seen, module_of: impl Fn(usize) -> Option<usize>) -> HashMap<usize, Option<PathBuf>> {
+    seen.modules.iter().filter_map(|m| Some((module_handle(m, &module_of)?, m.loader.clone()))).collect()
 }
 
 /// The module handle a heard load stands for: its own, or a library's module in the
@@ -321,11 +323,13 @@ mod tests {
         let images = distinct(&seen, module_of);
         let got: Vec<_> = images.iter().map(|i| (i.loads, i.loaders.len(), i.modules.clone())).collect();
         assert_eq!(got, [(2, 2, BTreeSet::from([0x20])), (1, 1, BTreeSet::from([0x60]))]);
-        assert_eq!(loader_of(&seen, 0x10, module_of), Some("libd.so".into()), "the latest load of a reused handle");
-        assert_eq!(loader_of(&seen, 0x20, module_of), None, "a load whose stack said nothing");
-        assert_eq!(loader_of(&seen, 0x30, module_of), None, "a load never heard");
-        assert_eq!(loader_of(&seen, 0x60, module_of), Some("libcudnn.so".into()), "a library's module");
-        assert_eq!(loader_of(&seen, 0x50, module_of), None, "a library handle is no module's");
+        let loaders = loaders(&seen, module_of);
+        let loader_of = |handle| loaders.get(&handle).cloned().flatten();
+        assert_eq!(loader_of(0x10), Some("libd.so".into()), "the latest load of a reused handle");
+        assert_eq!(loader_of(0x20), None, "a load whose stack said nothing");
+        assert_eq!(loader_of(0x30), None, "a load never heard");
+        assert_eq!(loader_of(0x60), Some("libcudnn.so".into()), "a library's module");
+        assert_eq!(loader_of(0x50), None, "a library handle is no module's");
     }
 
     fn module_load(handle: usize, digest: String, loader: Option<&str>) -> cupti::ModuleLoad {
