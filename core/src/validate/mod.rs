@@ -362,26 +362,29 @@ fn first_duplicate<T: Eq + std::hash::Hash + Copy>(items: impl Iterator<Item = T
 
 /// Each peer range's window, after checking that it names another rank of the world,
 /// fits the granularity and the arena, and overlaps neither this rank's arena nor
-/// another window.
+/// another window; sorted by address, so both checks cost n log n however many a file
+/// lists.
 fn peers(m: &Manifest) -> Result<Vec<Range<u64>>> {
     let own = m.arena.base..m.arena.base.saturating_add(m.arena.size);
-    let mut windows: Vec<Range<u64>> = Vec::with_capacity(m.peers.len());
+    let overlap = |a: &Range<u64>, b: &Range<u64>| a.start < b.end && b.start < a.end;
+    let mut windows: Vec<(Range<u64>, usize)> = Vec::with_capacity(m.peers.len());
     for (index, p) in m.peers.iter().enumerate() {
         let window = peer_window(m, p)
-            .and_then(|w| {
-                let overlaps = |o: &Range<u64>| w.start < o.end && o.start < w.end;
-                let with = match overlaps(&own) {
-                    true => Some("this rank's arena".to_owned()),
-                    false => windows.iter().position(overlaps).map(|j| format!("peer range {j}")),
-                };
-                with.map_or(Ok(w.clone()), |with| {
-                    Err(format!("its window {:#x}..{:#x} overlaps {with}", w.start, w.end))
-                })
+            .and_then(|w| match overlap(&w, &own) {
+                true => Err(format!("its window {:#x}..{:#x} overlaps this rank's arena", w.start, w.end)),
+                false => Ok(w),
             })
             .map_err(|what| E::Peer { index, rank: p.rank, what })?;
-        windows.push(window);
+        windows.push((window, index));
     }
-    Ok(windows)
+    windows.sort_by_key(|(w, _)| w.start);
+    if let Some(pair) = windows.windows(2).find(|pair| overlap(&pair[0].0, &pair[1].0)) {
+        // Said of the one listed later, as a reader meets them.
+        let (later, earlier) = if pair[0].1 > pair[1].1 { (&pair[0], &pair[1]) } else { (&pair[1], &pair[0]) };
+        let what = format!("its window {:#x}..{:#x} overlaps peer range {}", later.0.start, later.0.end, earlier.1);
+        return Err(E::Peer { index: later.1, rank: m.peers[later.1].rank, what });
+    }
+    Ok(windows.into_iter().map(|(w, _)| w).collect())
 }
 
 /// The addresses one peer range maps, or what is wrong with it alone.
@@ -410,7 +413,7 @@ fn peer_window(m: &Manifest, p: &PeerRange) -> std::result::Result<Range<u64>, S
 }
 
 /// Buffers sorted by offset, for name lookups and address lookups; and the windows of
-/// peers' arenas this rank maps, where kernels may hold addresses too.
+/// peers' arenas this rank maps (sorted, apart), where kernels may hold addresses too.
 struct BufferMap<'m> {
     base: u64,
     sorted: Vec<&'m Buffer>,
@@ -447,7 +450,7 @@ impl<'m> BufferMap<'m> {
     /// Whether `address` lies in a buffer or in a peer's mapped window.
     fn contains_address(&self, address: u64) -> bool {
         address.checked_sub(self.base).is_some_and(|offset| buffer_at(&self.sorted, offset).is_some())
-            || self.peers.iter().any(|w| w.contains(&address))
+            || self.peers.get(self.peers.partition_point(|w| w.end <= address)).is_some_and(|w| w.contains(&address))
     }
 }
 
