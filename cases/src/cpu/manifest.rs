@@ -502,6 +502,20 @@ pub fn corruptions() -> Vec<Corruption> {
             peer_refused!("overlaps peer range 0"),
         ),
         row(
+            "v3-peers-overlap-the-later-lower",
+            |d| {
+                peer(d, |_| {});
+                let lower = PeerRange {
+                    offset: GRANULARITY,
+                    size: 2 * GRANULARITY,
+                    address: PEER_WINDOW - GRANULARITY,
+                    ..d.manifest.peers[0]
+                };
+                d.manifest.peers.push(lower);
+            },
+            peer_refused!("0x20fffffff000..0x210000001000 overlaps peer range 0"),
+        ),
+        row(
             "v3-pointer-past-peer-window",
             |d| {
                 peer(d, |_| {});
