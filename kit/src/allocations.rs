@@ -1,7 +1,8 @@
 //! The arena's bookkeeping: which ranges are allocated, free, or retired. An allocation
 //! made or freed while its stream is being captured is *retired* when freed: a graph may
 //! read or write it at every launch, so its range is never handed out again. Everything
-//! else is reused first-fit, as a plain allocator would.
+//! else is reused first-fit, as a plain allocator would. Under PyTorch's caching allocator
+//! the allocations are its segments, which `divided` splits into the blocks it hands out.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,15 @@ pub enum Standing {
     Live,
     /// Freed, but a captured graph may use it; never reused.
     Retired,
+}
+
+/// A block PyTorch's caching allocator carved out of one of the arena's allocations (its
+/// segments), and whether a tensor holds it now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub address: u64,
+    pub size: u64,
+    pub live: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -121,6 +131,43 @@ impl Allocations {
         let mut all: Vec<_> = live.chain(retired).collect();
         all.sort_by_key(|(b, _)| b.offset);
         all
+    }
+
+    /// The arena as PyTorch's caching allocator divides it: each allocation some pieces lie
+    /// in is replaced by them, live pieces live and free ones retired (a graph captured into
+    /// the pool may use them as scratch; their contents are undefined). A piece that is
+    /// empty, lies in no allocation, runs past the end of its own, or overlaps another is
+    /// refused.
+    pub fn divided(&self, pieces: &[Piece]) -> Result<Allocations, AllocError> {
+        let mut sorted = pieces.to_vec();
+        sorted.sort_by_key(|p| p.address);
+        let mut reached = 0;
+        let mut blocks = Vec::with_capacity(sorted.len());
+        for p in sorted {
+            let refused = |why| AllocError::Piece { address: p.address, size: p.size, why };
+            let (outer, standing) = self.holding(p.address).ok_or(refused("it lies in no allocation of the arena"))?;
+            let offset = p.address - self.base;
+            let end = offset.checked_add(p.size).filter(|_| p.size > 0).ok_or(refused("its size is impossible"))?;
+            if end > outer.offset + outer.size {
+                return Err(refused("it runs past the end of the allocation it starts in"));
+            }
+            if offset < reached {
+                return Err(refused("it overlaps the piece before it"));
+            }
+            reached = end;
+            let standing = if p.live { standing } else { Standing::Retired };
+            blocks.push((outer.offset, Block { offset, size: p.size, captured: outer.captured }, standing));
+        }
+        let mut divided = self.clone();
+        for (outer, ..) in &blocks {
+            divided.live.remove(outer);
+            divided.retired.remove(outer);
+        }
+        for (_, block, standing) in blocks {
+            let held = if standing == Standing::Live { &mut divided.live } else { &mut divided.retired };
+            held.insert(block.offset, block);
+        }
+        Ok(divided)
     }
 
     /// What the arena holds, in bytes: what a port reads where PyTorch's memory statistics
@@ -205,6 +252,38 @@ mod tests {
         let stats = a.stats();
         assert_eq!((stats.live, stats.retired, stats.free), (0, 2 * ALIGN, ALIGN));
         assert_eq!((stats.in_use_end, stats.peak_end), (2 * ALIGN, 3 * ALIGN), "retired blocks stay in use");
+    }
+
+    /// Two segments, as PyTorch's caching allocator asks for them: the first divided into a
+    /// live tensor and a free block, the second not described and kept whole.
+    #[test]
+    fn segments_are_divided_into_the_blocks_pytorch_hands_out() {
+        let mut a = Allocations::new(BASE, 4 * ALIGN);
+        let segment = a.allocate(2 * ALIGN, true).unwrap();
+        let other = a.allocate(ALIGN, false).unwrap();
+        let pieces = [
+            Piece { address: segment + ALIGN, size: ALIGN, live: false },
+            Piece { address: segment, size: ALIGN, live: true },
+        ];
+        let d = a.divided(&pieces).unwrap();
+        let standings: Vec<_> = d.blocks().into_iter().map(|(b, s)| (b.offset, b.size, b.captured, s)).collect();
+        assert_eq!(
+            standings,
+            [
+                (0, ALIGN, true, Standing::Live),
+                (ALIGN, ALIGN, true, Standing::Retired),
+                (2 * ALIGN, ALIGN, false, Standing::Live)
+            ]
+        );
+        let refused = |address, size, live| a.divided(&[Piece { address, size, live }]).unwrap_err().to_string();
+        insta::assert_snapshot!(refused(BASE + 3 * ALIGN, 8, true), @"PyTorch's block of 8 bytes at 0x200000000600 cannot be declared: it lies in no allocation of the arena");
+        insta::assert_snapshot!(refused(segment + ALIGN, ALIGN + 1, true), @"PyTorch's block of 513 bytes at 0x200000000200 cannot be declared: it runs past the end of the allocation it starts in");
+        insta::assert_snapshot!(refused(other, 0, true), @"PyTorch's block of 0 bytes at 0x200000000400 cannot be declared: its size is impossible");
+        let overlapping = [
+            Piece { address: segment, size: ALIGN + 8, live: true },
+            Piece { address: segment + ALIGN, size: 8, live: true },
+        ];
+        insta::assert_snapshot!(a.divided(&overlapping).unwrap_err().to_string(), @"PyTorch's block of 8 bytes at 0x200000000200 cannot be declared: it overlaps the piece before it");
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub enum AllocError {
     TooLarge { size: u64 },
     #[error("0x{address:x} is not an allocation of the gnomon arena")]
     NotAllocated { address: u64 },
+    #[error("PyTorch's block of {size} bytes at 0x{address:x} cannot be declared: {why}")]
+    Piece { address: u64, size: u64, why: &'static str },
 }
 
 /// Exporting a live process's graphs.

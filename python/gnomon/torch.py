@@ -2,9 +2,10 @@
 
 1. ``record()`` before the program's first kernel (or run the program with
    ``python -m gnomon.torch SCRIPT``): every image the driver loads is kept.
-2. ``use_arena(size)`` before the first CUDA allocation: PyTorch allocates in a fixed
-   virtual range that Gnomon maps and knows allocation by allocation.
-3. Capture with ``torch.cuda.CUDAGraph(keep_graph=True)``, then ``export(...)``.
+2. ``use_arena(size)`` before the first CUDA allocation: PyTorch's caching allocator
+   takes its memory from a fixed virtual range that Gnomon maps.
+3. Capture with ``torch.cuda.CUDAGraph(keep_graph=True)`` into ``pool=graph_pool()``,
+   then ``export(...)``.
 """
 
 import json
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE",
+__all__ = ["record", "use_arena", "graph_pool", "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE",
            "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
@@ -26,6 +27,8 @@ DEFAULT_LAUNCHES = 8
 #: "Results reproducibility"); read when cuBLAS creates its handle.
 _CUBLAS_REPRODUCIBLE = ":4096:8"
 _bitwise = False
+#: The arena's range and PyTorch's pools in it, once ``use_arena`` ran.
+_arena = {}
 
 def _cuda_initialised():
     torch = sys.modules.get("torch")
@@ -60,28 +63,68 @@ def record():
 
 
 def use_arena(size, base=DEFAULT_BASE, device=0):
-    """Maps ``size`` bytes at exactly ``base`` and makes it PyTorch's allocator. Returns the
-    size mapped. Refused when the driver does not place the range at ``base``."""
+    """Maps ``size`` bytes at exactly ``base`` and puts PyTorch's caching allocator on them:
+    from here on this thread's tensors, and every graph captured into ``graph_pool()``, lie
+    in the arena, while PyTorch's memory statistics, block reuse and shared graph pools work
+    as they do without the kit. Returns the size mapped. Refused when the driver does not
+    place the range at ``base``."""
     import torch
 
     if _cuda_initialised():
         raise RuntimeError("use_arena must come before the first CUDA allocation")
     mapped = _native.use_arena(base, parse_size(size), device)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
-        _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free")
-    torch.cuda.memory.change_current_allocator(allocator)
+        _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free").allocator()
+    # Two pools: a capture cannot allocate to the pool its thread is routed to, and a
+    # graph's freed intermediates must not be handed to eager tensors while it may run.
+    _arena.update(base=base, size=mapped, tensors=torch.cuda.MemPool(allocator),
+                  graphs=torch.cuda.MemPool(allocator))
+    _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
+    _arena["routing"].__enter__()
     return mapped
 
 
+def graph_pool():
+    """The pool to capture into: ``torch.cuda.graph(g, pool=graph_pool())`` where a serving
+    stack passes ``torch.cuda.graph_pool_handle()``. Every capture given it shares one pool
+    in the arena, as vLLM's and SGLang's captures share theirs.
+    A capture given another pool, or none, allocates outside the arena and its export is
+    refused. Without ``use_arena``, a new pool of PyTorch's own, so a port runs either way."""
+    import torch
+
+    return _arena["graphs"].id if _arena else torch.cuda.graph_pool_handle()
+
+
 def memory_stats():
-    """The arena's bytes, where PyTorch's own statistics are not available: under
-    ``use_arena``, ``torch.cuda.memory_reserved()`` and its kin raise (PyTorch's pluggable
-    allocators keep no device statistics). ``live`` and ``free`` are what they say;
-    ``retired`` is memory a captured graph may use, never handed out again; ``in-use-end``
-    is how far into the arena allocations reach now (what replay of a core maps), and
-    ``peak-end`` how far they ever reached (the arena this program needs: compare it with
-    ``torch.cuda.max_memory_reserved()`` of a run without the kit)."""
+    """The arena's bytes as the kit sees them: PyTorch's segments (``torch.cuda.
+    memory_reserved()`` and its kin say how PyTorch uses them). ``live`` and ``free`` are
+    what they say; ``retired`` is memory a captured graph may use, never handed out again;
+    ``in-use-end`` is how far into the arena segments reach now (what replay of a core
+    maps), and ``peak-end`` how far they ever reached (the arena this program needs: compare
+    it with ``torch.cuda.max_memory_reserved()`` of a run without the kit)."""
     return json.loads(_native.arena_stats())
+
+
+def _blocks(snapshot, base, size):
+    """(address, size, live) of each of PyTorch's blocks in the arena, from
+    ``torch.cuda.memory_snapshot()``. Refused where PyTorch holds a live block outside it:
+    a graph pointing there would replay with a pointer no core maps."""
+    blocks, outside = [], {}
+    for segment in snapshot:
+        address, within = segment["address"], base <= segment["address"] < base + size
+        for block in segment["blocks"]:
+            live = block["state"] != "inactive"
+            if within:
+                blocks.append((block.get("address", address), block["size"], live))
+            elif live:
+                pool = tuple(segment.get("segment_pool_id", ()))
+                outside[pool] = outside.get(pool, 0) + block["size"]
+            address += block["size"]
+    if outside:
+        held = ", ".join(f"{n} bytes in pool {pool}" for pool, n in sorted(outside.items()))
+        raise RuntimeError(f"PyTorch holds memory outside the gnomon arena ({held}): capture with "
+                           "pool=gnomon.torch.graph_pool(), and allocate on the thread that called use_arena")
+    return blocks
 
 
 def deterministic():
@@ -145,7 +188,8 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
     figures = [(name, float(s)) for name, s in (capture or {}).items()]
     bitwise = _bitwise if bitwise is None else bitwise
-    summary = _native.export(os.fspath(out), handles, named, flags, parse_size(shard_cap), __version__, figures,
+    blocks = _blocks(torch.cuda.memory_snapshot(), _arena["base"], _arena["size"]) if _arena else []
+    summary = _native.export(os.fspath(out), handles, named, blocks, flags, parse_size(shard_cap), __version__, figures,
                              launches, bitwise)
     return json.loads(summary)
 

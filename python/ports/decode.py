@@ -182,7 +182,7 @@ def main():
         graphs, outputs, eager = {}, {}, {}
         for b in batches:
             g = torch.cuda.CUDAGraph(keep_graph=True)
-            with torch.cuda.graph(g):
+            with torch.cuda.graph(g, pool=gt.graph_pool()):
                 outputs[f"b{b}"] = {"logits": step(tokens[b], kc, vc, pos)}
             graphs[f"b{b}"] = g
         torch.cuda.synchronize()

@@ -18,7 +18,7 @@ def main(out):
     tokens = torch.zeros(256, dtype=torch.int64, device="cuda")
     doubled = torch.zeros_like(tokens)
     g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, pool=gt.graph_pool()):
         tokens.copy_(staged, non_blocking=True)
         torch.mul(tokens, 2, out=doubled)
     try:

@@ -60,7 +60,7 @@ def main(out):
     launch(bump, x.data_ptr(), x.numel(), cu.CUstream(torch.cuda.current_stream().cuda_stream))
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, pool=gt.graph_pool()):
         launch(bump, x.data_ptr(), x.numel(), cu.CUstream(torch.cuda.current_stream().cuda_stream))
     try:
         gt.export({"bump": g}, out, outputs={"bump": {"x": x}})

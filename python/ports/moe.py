@@ -67,7 +67,7 @@ def main():
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graphs, outputs = {}, {}
-    pool = torch.cuda.graph_pool_handle()
+    pool = gt.graph_pool()
     for b in batches:
         g = torch.cuda.CUDAGraph(keep_graph=True)
         with torch.cuda.graph(g, pool=pool):

@@ -31,7 +31,7 @@ def main(out):
         scale[(4096 // block,)](x, y, 4096, BLOCK=block)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, pool=gt.graph_pool()):
             scale[(4096 // block,)](x, y, 4096, BLOCK=block)
         graphs[f"block{block}"], outputs[f"block{block}"] = g, {f"y{block}": y}
     print(json.dumps(gt.export(graphs, out, inputs={"x": x}, outputs=outputs), indent=1))

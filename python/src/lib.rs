@@ -18,7 +18,7 @@ use gnomon_core::{
     Core,
 };
 use gnomon_kit::{
-    allocations::{Allocations, Block, Standing},
+    allocations::{Allocations, Block, Piece, Standing},
     declare::{declare, Role, Tensor},
     live::{self, Request},
 };
@@ -131,14 +131,23 @@ fn arena_stats() -> PyResult<String> {
     Ok(serde_json::to_string(&allocations.stats()).expect("stats always serialize"))
 }
 
+/// PyTorch's blocks in the arena's segments as Python lists them: (address, size, live).
+type Pieces = Vec<(u64, u64, bool)>;
+
+fn pieces(listed: Pieces) -> Vec<Piece> {
+    listed.into_iter().map(|(address, size, live)| Piece { address, size, live }).collect()
+}
+
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
+/// `blocks` divides the arena's segments as PyTorch's caching allocator does.
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
+#[pyo3(signature = (out, graphs, tensors_named, blocks, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
 #[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
     graphs: Vec<(String, u64)>,
     tensors_named: Vec<Named>,
+    blocks: Pieces,
     flags: u64,
     shard_cap: u64,
     producer_version: String,
@@ -150,6 +159,7 @@ fn export(
     let recorder =
         recorder.as_ref().ok_or_else(|| error("the recorder was not started: call gnomon.torch.record() first"))?;
     let allocations = lock(&ARENA).as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?.clone();
+    let allocations = allocations.divided(&pieces(blocks)).map_err(error)?;
     let producer = Producer { name: "gnomon port kit".into(), version: producer_version, commit: String::new() };
     let tensors = tensors(tensors_named)?;
     let request =
@@ -182,6 +192,11 @@ impl PyAllocations {
     #[pyo3(signature = (address, capturing=false))]
     fn free(&mut self, address: u64, capturing: bool) -> PyResult<()> {
         self.0.free(address, capturing).map_err(error)
+    }
+
+    /// The arena with its allocations divided into PyTorch's blocks.
+    fn divided(&self, blocks: Pieces) -> PyResult<Self> {
+        Ok(Self(self.0.divided(&pieces(blocks)).map_err(error)?))
     }
 
     /// The arena's bytes by standing, as JSON.

@@ -44,6 +44,40 @@ def test_each_allocation_is_declared_once_with_the_callers_role():
     ]
 
 
+def test_pytorchs_blocks_divide_the_arenas_segments():
+    import gnomon.torch as gt
+
+    a = _native.Allocations(BASE, 8 << 20)
+    tensors, graphs = a.allocate(2 << 20), a.allocate(2 << 20, capturing=True)
+    snapshot = [
+        {"address": tensors, "segment_pool_id": (0, 1),
+         "blocks": [{"size": 4096, "state": "active_allocated"}, {"size": (2 << 20) - 4096, "state": "inactive"}]},
+        {"address": graphs, "segment_pool_id": (0, 2),
+         "blocks": [{"address": graphs, "size": 1 << 20, "state": "inactive"},
+                    {"address": graphs + (1 << 20), "size": 1 << 20, "state": "active_allocated"}]},
+        {"address": 0x7F00_0000_0000, "segment_pool_id": (0, 0), "blocks": [{"size": 512, "state": "inactive"}]},
+    ]
+    blocks = gt._blocks(snapshot, BASE, 8 << 20)
+    assert blocks == [(tensors, 4096, True), (tensors + 4096, (2 << 20) - 4096, False),
+                      (graphs, 1 << 20, False), (graphs + (1 << 20), 1 << 20, True)]
+    divided = a.divided(blocks)
+    assert divided.blocks() == [(0, 4096, "live"), (4096, (2 << 20) - 4096, "retired"),
+                                (2 << 20, 1 << 20, "retired"), (3 << 20, 1 << 20, "live")]
+    assert [b[4] for b in divided.declare([])] == ["stored", "undefined", "undefined", "stored"]
+    with pytest.raises(RuntimeError, match=r"lies in no allocation of the arena"):
+        a.divided([(BASE + (6 << 20), 512, True)])
+
+
+def test_a_graph_captured_outside_the_arena_is_refused_naming_its_pool():
+    import gnomon.torch as gt
+
+    escaped = [{"address": 0x7F00_0000_0000, "segment_pool_id": (1, 0),
+                "blocks": [{"size": 1024, "state": "active_allocated"}]}]
+    with pytest.raises(RuntimeError, match=r"outside the gnomon arena \(1024 bytes in pool \(1, 0\)\): capture with "
+                                           r"pool=gnomon.torch.graph_pool\(\)"):
+        gt._blocks(escaped, BASE, 8 << 20)
+
+
 def test_refusals_are_specific():
     a = _native.Allocations(BASE, 1024)
     with pytest.raises(RuntimeError, match=r"cannot allocate 2048 bytes in the gnomon arena of 1024 bytes"):
@@ -85,7 +119,7 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], 0, 1 << 30, "0", [], 8, False)
+        _native.export("/nonexistent", [], [], [], 0, 1 << 30, "0", [], 8, False)
     assert gt.DEFAULT_BASE == BASE
 
 
