@@ -170,6 +170,32 @@ impl Allocations {
         Ok(divided)
     }
 
+    /// The allocations with each run of them that one of `ranges` (the bytes of a memset or
+    /// a copy, `(address, len)`) spans joined into one, live if any part is: a capture
+    /// reuses blocks it freed, so a memset of an early intermediate may span blocks that
+    /// later tensors took, and a buffer must hold everything one node touches.
+    pub fn joined(&self, ranges: &[(u64, u64)]) -> Allocations {
+        let mut joined = self.clone();
+        for &(address, len) in ranges {
+            let Some(start) = address.checked_sub(self.base) else { continue };
+            let end = start.saturating_add(len);
+            let live = overlapping(&joined.live, start, end);
+            let retired = overlapping(&joined.retired, start, end);
+            if live.len() + retired.len() < 2 {
+                continue;
+            }
+            let spanned = || live.iter().chain(&retired);
+            let offset = spanned().map(|b| b.offset).min().expect("two blocks or more");
+            let reach = spanned().map(|b| b.offset + b.size).max().expect("two blocks or more");
+            let captured = spanned().any(|b| b.captured);
+            live.iter().for_each(|b| _ = joined.live.remove(&b.offset));
+            retired.iter().for_each(|b| _ = joined.retired.remove(&b.offset));
+            let held = if live.is_empty() { &mut joined.retired } else { &mut joined.live };
+            held.insert(offset, Block { offset, size: reach - offset, captured });
+        }
+        joined
+    }
+
     /// What the arena holds, in bytes: what a port reads where PyTorch's memory statistics
     /// are not available (its pluggable allocator has none).
     pub fn stats(&self) -> Stats {
@@ -198,6 +224,12 @@ impl Allocations {
         }
         self.free.insert(offset, len);
     }
+}
+
+/// The blocks of `map` that overlap `[start, end)`.
+fn overlapping(map: &BTreeMap<u64, Block>, start: u64, end: u64) -> Vec<Block> {
+    let before = map.range(..start).next_back().map(|(_, b)| *b).filter(|b| b.offset + b.size > start);
+    before.into_iter().chain(map.range(start..end).map(|(_, b)| *b)).collect()
 }
 
 /// The arena bytes an allocation of `size` takes; a zero-byte allocation takes one unit,
@@ -284,6 +316,24 @@ mod tests {
             Piece { address: segment + ALIGN, size: 8, live: true },
         ];
         insta::assert_snapshot!(a.divided(&overlapping).unwrap_err().to_string(), @"PyTorch's block of 8 bytes at 0x200000000200 cannot be declared: it overlaps the piece before it");
+    }
+
+    /// A memset of a capture's early intermediate that spans the blocks two later tensors
+    /// took makes one buffer of them; a range inside one block, or outside the arena,
+    /// changes nothing.
+    #[test]
+    fn blocks_one_node_spans_are_joined() {
+        let mut a = Allocations::new(BASE, 8 * ALIGN);
+        let x = a.allocate(ALIGN, true).unwrap();
+        let y = a.allocate(ALIGN, true).unwrap();
+        let z = a.allocate(ALIGN, false).unwrap();
+        a.free(x, false).unwrap();
+        let ranges = [(x + 8, ALIGN), (z, 8), (0x10, 4), (BASE + 7 * ALIGN, 8)];
+        let joined: Vec<_> = a.joined(&ranges).blocks().into_iter().map(|(b, s)| (b.offset, b.size, s)).collect();
+        assert_eq!(joined, [(0, 2 * ALIGN, Standing::Live), (z - BASE, ALIGN, Standing::Live)]);
+        let retired_only = a.joined(&[(x, 8)]).blocks();
+        assert_eq!(retired_only[0], (Block { offset: 0, size: ALIGN, captured: true }, Standing::Retired));
+        assert_eq!(y, BASE + ALIGN);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::{
 };
 
 use gnomon_core::{
-    cuda::{driver_version, ArenaMapping, Context, Function, RetainedGraph},
+    cuda::{driver_version, ArenaMapping, Context, Function, NodeKind, RetainedGraph},
     export::{Exporter, ModuleImage},
     format::{Arena, Context as CoreContext, ModuleKind, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, ImageRecorder, LoadedImage},
@@ -82,6 +82,23 @@ pub struct Exported {
     pub export_s: f64,
 }
 
+/// The bytes each memset and device-to-device copy of `graphs` touches, `(address, len)`.
+fn touched(graphs: &[(String, RetainedGraph)]) -> Result<Vec<(u64, u64)>, KitError> {
+    let mut ranges = Vec::new();
+    for (_, graph) in graphs {
+        for node in graph.nodes()? {
+            match node.kind {
+                NodeKind::Memset { dst, element_size, count, .. } => {
+                    ranges.push((dst, u64::from(element_size).saturating_mul(count)))
+                }
+                NodeKind::Memcpy { dst, src, bytes, host: None } => ranges.extend([(dst, bytes), (src, bytes)]),
+                _ => {}
+            }
+        }
+    }
+    Ok(ranges)
+}
+
 /// Exports `request.graphs`, captured in the arena `mapping` maps, as a core.
 pub fn export(
     ctx: &Context,
@@ -100,6 +117,7 @@ pub fn export(
         .collect::<Result<Vec<_>, KitError>>()?;
     let images = recorder.images(ctx);
     let kernels = Kernels::resolve(ctx, &graphs, &images, recorder)?;
+    let allocations = &allocations.joined(&touched(&graphs)?);
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
         base: allocations.base(),
