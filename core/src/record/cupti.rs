@@ -8,70 +8,42 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
+use cudarc::cupti::sys::{
+    CUptiResult, CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackIdResource,
+    CUpti_ModuleResourceData, CUpti_ResourceData, CUpti_SubscriberHandle, CUpti_driver_api_trace_cbid_enum as Driver,
+};
 use libloading::Library;
 
 use crate::errors::RecordError;
 
-/// `CUPTI_CB_DOMAIN_RESOURCE` and `CUPTI_CBID_RESOURCE_MODULE_LOADED` (CUDA 13's
-/// `cupti_callbacks.h`).
-const DOMAIN_RESOURCE: u32 = 3;
-const MODULE_LOADED: u32 = 6;
-/// `CUPTI_CB_DOMAIN_DRIVER_API`, and `CUPTI_API_EXIT` of `CUpti_ApiCallbackSite`.
-const DOMAIN_DRIVER_API: u32 = 1;
-const API_EXIT: u32 = 1;
+const DOMAIN_RESOURCE: u32 = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
+const MODULE_LOADED: u32 = CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32;
+const DOMAIN_DRIVER_API: u32 = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API as u32;
 /// Driver calls that load a module, or a library (cuDNN's runtime-compiled kernels come
 /// so), and return its handle through their first parameter (`CUmodule *` or
-/// `CUlibrary *`), the image or its file's name second. Their callback ids are asked of
-/// CUPTI by name.
-const MODULE_LOADS: [&str; 6] = [
-    "cuModuleLoad",
-    "cuModuleLoadData",
-    "cuModuleLoadDataEx",
-    "cuModuleLoadFatBinary",
-    "cuLibraryLoadData",
-    "cuLibraryLoadFromFile",
+/// `CUlibrary *`), the image or its file's name second.
+const MODULE_LOADS: [Driver; 6] = [
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuModuleLoad,
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
+    Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile,
 ];
 /// Those of [`MODULE_LOADS`] given a file's name.
 const FILE_LOADS: [&str; 2] = ["cuModuleLoad", "cuLibraryLoadFromFile"];
-/// Callback ids of the driver domain are below this (CUDA 13 defines about 800).
-const DRIVER_CBIDS: u32 = 4096;
 
-/// `CUpti_CallbackData`, the driver domain's callback data.
-#[repr(C)]
-struct ApiCallbackData {
-    site: u32,
-    function_name: *const c_char,
-    function_params: *const c_void,
-    return_value: *const c_void,
-    symbol_name: *const c_char,
-    context: *mut c_void,
-    context_uid: u32,
-    correlation_data: *mut u64,
-    correlation_id: u32,
-}
+const SUCCESS: u32 = CUptiResult::CUPTI_SUCCESS as u32;
 
-/// `CUpti_ResourceData`: for a module load, `descriptor` is a [`ModuleResourceData`].
-#[repr(C)]
-struct ResourceData {
-    context: *mut c_void,
-    stream: *mut c_void,
-    descriptor: *const ModuleResourceData,
-}
-
-/// `CUpti_ModuleResourceData`.
-#[repr(C)]
-struct ModuleResourceData {
-    module_id: u32,
-    cubin_size: usize,
-    cubin: *const c_char,
-}
-
+// cudarc's types and constants, with the functions looked up in the CUPTI found by path:
+// cudarc's own loader searches library names only, and panics where none is found.
+// Domains and results cross as plain integers, as `cupti.h` has them: a value newer than
+// cudarc's enums must not be read into one.
 type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
-type Subscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> u32;
-type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32;
-type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
+type Subscribe = unsafe extern "C" fn(*mut CUpti_SubscriberHandle, Callback, *mut c_void) -> u32;
+type EnableCallback = unsafe extern "C" fn(u32, CUpti_SubscriberHandle, u32, u32) -> u32;
+type Unsubscribe = unsafe extern "C" fn(CUpti_SubscriberHandle) -> u32;
 type ResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
-type CallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32;
 
 /// One image as the callback copied it: the bytes, and the shared
 /// object that asked the driver to load it (the first frame of the call stack outside
@@ -119,7 +91,7 @@ fn library(candidates: &[PathBuf]) -> Result<&'static Library, RecordError> {
 
 /// A live subscription; the loads it copied go to a sink that outlives it.
 pub(super) struct Subscription {
-    handle: *mut c_void,
+    handle: CUpti_SubscriberHandle,
     unsubscribe: Unsubscribe,
     _sink: Box<Sink>,
     sink: *const Sink,
@@ -132,7 +104,7 @@ impl Subscription {
         let lib = library(candidates)?;
         let call = |name: &'static str, code: u32| -> Result<(), RecordError> {
             match code {
-                0 => Ok(()),
+                SUCCESS => Ok(()),
                 code => Err(RecordError::Cupti { call: name, code, text: result_string(lib, code) }),
             }
         };
@@ -153,9 +125,9 @@ impl Subscription {
         let subscription = Self { handle, unsubscribe, _sink: sink, sink: sink_ptr };
         // SAFETY: a live subscriber handle and a domain and callback id CUPTI defines.
         call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_RESOURCE, MODULE_LOADED) })?;
-        for cbid in module_load_callbacks(lib) {
-            // SAFETY: as above, with an id CUPTI named.
-            call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_DRIVER_API, cbid) })?;
+        for cbid in MODULE_LOADS {
+            // SAFETY: as above.
+            call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_DRIVER_API, cbid as u32) })?;
         }
         Ok(subscription)
     }
@@ -182,22 +154,6 @@ impl Drop for Subscription {
     }
 }
 
-/// The driver-domain callback ids of [`MODULE_LOADS`], found by name; none where this
-/// CUPTI cannot name its callbacks (images are then mapped by their kernels alone).
-fn module_load_callbacks(lib: &Library) -> Vec<u32> {
-    // SAFETY: the symbol has the C signature of `cupti.h`.
-    let Ok(name_of) = (unsafe { lib.get::<CallbackName>(b"cuptiGetCallbackName\0") }) else { return Vec::new() };
-    (1..DRIVER_CBIDS)
-        .filter(|&cbid| {
-            let mut name = std::ptr::null();
-            // SAFETY: CUPTI writes a pointer to a static NUL-terminated string, or fails.
-            let named = unsafe { name_of(DOMAIN_DRIVER_API, cbid, &mut name) } == 0 && !name.is_null();
-            // SAFETY: as above.
-            named && MODULE_LOADS.iter().any(|m| unsafe { CStr::from_ptr(name) }.to_bytes() == m.as_bytes())
-        })
-        .collect()
-}
-
 fn missing(name: &'static str) -> impl Fn(libloading::Error) -> RecordError {
     move |e| RecordError::Cupti { call: name, code: u32::MAX, text: e.to_string() }
 }
@@ -208,7 +164,7 @@ fn result_string(lib: &Library, code: u32) -> String {
         let Ok(describe) = lib.get::<ResultString>(b"cuptiGetResultString\0") else { return format!("code {code}") };
         let mut text = std::ptr::null();
         match describe(code, &mut text) {
-            0 if !text.is_null() => CStr::from_ptr(text).to_string_lossy().into_owned(),
+            SUCCESS if !text.is_null() => CStr::from_ptr(text).to_string_lossy().into_owned(),
             _ => format!("code {code}"),
         }
     }
@@ -223,7 +179,7 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     if domain == DOMAIN_DRIVER_API {
         // SAFETY: for the driver domain CUPTI passes a `CUpti_CallbackData`; the sink is
         // the one the subscription keeps alive.
-        unsafe { on_module_load_call(&*(cbdata as *const ApiCallbackData), &*(userdata as *const Sink)) };
+        unsafe { on_module_load_call(&*(cbdata as *const CUpti_CallbackData), &*(userdata as *const Sink)) };
         return;
     }
     if domain != DOMAIN_RESOURCE || cbid != MODULE_LOADED {
@@ -232,16 +188,19 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     // SAFETY: for this domain and id CUPTI passes a `CUpti_ResourceData` whose descriptor
     // is a `CUpti_ModuleResourceData`, valid until the callback returns; `userdata` is the
     // sink the subscription keeps alive.
-    let (module, sink) = unsafe { ((*(cbdata as *const ResourceData)).descriptor, &*(userdata as *const Sink)) };
+    let (module, sink) = unsafe {
+        let descriptor = (*(cbdata as *const CUpti_ResourceData)).resourceDescriptor;
+        (descriptor as *const CUpti_ModuleResourceData, &*(userdata as *const Sink))
+    };
     if module.is_null() {
         return;
     }
     let module = unsafe { &*module };
-    if module.cubin.is_null() || module.cubin_size == 0 {
+    if module.pCubin.is_null() || module.cubinSize == 0 {
         return;
     }
-    // SAFETY: CUPTI says the image is `cubin_size` bytes at `cubin`, until we return.
-    let bytes = unsafe { std::slice::from_raw_parts(module.cubin as *const u8, module.cubin_size) }.to_vec();
+    // SAFETY: CUPTI says the image is `cubinSize` bytes at `pCubin`, until we return.
+    let bytes = unsafe { std::slice::from_raw_parts(module.pCubin as *const u8, module.cubinSize) }.to_vec();
     let loader = loader();
     sink.lock().unwrap_or_else(|e| e.into_inner()).loads.push(Load { bytes, loader });
 }
@@ -249,28 +208,29 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
 /// On the successful exit of a load of [`MODULE_LOADS`] given an ELF image or a file, notes the
 /// module handle it returned with the digest of that image: the recorded image of the
 /// same digest is the module's, even when the driver loads it lazily, after the call.
-fn on_module_load_call(call: &ApiCallbackData, sink: &Sink) {
-    if call.site != API_EXIT || call.function_params.is_null() || call.return_value.is_null() {
+fn on_module_load_call(call: &CUpti_CallbackData, sink: &Sink) {
+    let exit = call.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_EXIT;
+    if !exit || call.functionParams.is_null() || call.functionReturnValue.is_null() {
         return;
     }
     // SAFETY: at exit, `return_value` points to the call's `CUresult`, and the parameters
     // of every call in `MODULE_LOADS` begin with the handle's address (written on success)
     // followed by the image pointer, or for `cuModuleLoad` the file name.
     let (module, image) = unsafe {
-        if *(call.return_value as *const u32) != 0 {
+        if *(call.functionReturnValue as *const u32) != 0 {
             return;
         }
-        let params = call.function_params as *const *const c_void;
+        let params = call.functionParams as *const *const c_void;
         let out = *params as *const *mut c_void;
         if out.is_null() {
             return;
         }
         (*out as usize, *params.add(1) as *const u8)
     };
-    let name = match call.function_name.is_null() {
+    let name = match call.functionName.is_null() {
         true => &[][..],
         // SAFETY: the driver names its call with a static NUL-terminated string.
-        false => unsafe { CStr::from_ptr(call.function_name) }.to_bytes(),
+        false => unsafe { CStr::from_ptr(call.functionName) }.to_bytes(),
     };
     let digest = if FILE_LOADS.iter().any(|f| f.as_bytes() == name) {
         // SAFETY: the load succeeded with this NUL-terminated file name; PyTorch's static
