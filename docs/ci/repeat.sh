@@ -40,8 +40,11 @@ for port in "$@"; do
   done
 done
 gnomon validate "$cores"/* > "$work/validate.txt" 2>&1
+# Packed after the exports and after each qualification, so a run stopped by its time
+# limit still brings back what it finished.
+tar -C "$work" -czf "$out/repeat.tar.gz" .
 for q in $(seq 1 "$qualifies"); do
   gnomon qualify "$cores"/*/ --report-dir "$work/qualify-$q" > "$work/qualify-$q.log" 2>&1
   echo "qualify $q: exit $? $(tail -n 1 "$work/qualify-$q.log")"
+  tar -C "$work" -czf "$out/repeat.tar.gz" .
 done
-tar -C "$work" -czf "$out/repeat.tar.gz" .
