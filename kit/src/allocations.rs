@@ -196,8 +196,8 @@ impl Allocations {
         joined
     }
 
-    /// What the arena holds, in bytes: what a port reads where PyTorch's memory statistics
-    /// are not available (its pluggable allocator has none).
+    /// What the arena holds, in bytes: the kit's side of PyTorch's memory statistics (how
+    /// far its segments reach is the arena a core of this process maps).
     pub fn stats(&self) -> Stats {
         let spans = |map: &BTreeMap<u64, Block>| map.values().filter_map(|b| span(b.size)).sum();
         let ends = self.live.values().chain(self.retired.values()).filter_map(|b| Some(b.offset + span(b.size)?));

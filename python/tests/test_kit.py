@@ -181,7 +181,7 @@ def test_a_summary_is_printed_and_kept(tmp_path, capsys):
     assert json.loads((tmp_path / "summary.json").read_text()) == {"varied": [], "nodes": 40}
 
 
-def test_the_arena_says_its_bytes_where_pytorch_keeps_no_statistics():
+def test_the_arena_says_its_bytes_by_standing():
     a = _native.Allocations(BASE, 4096)
     captured = a.allocate(100, capturing=True)
     a.allocate(600)
