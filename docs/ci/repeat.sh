@@ -2,7 +2,7 @@
 # Reproducible verdicts: each port exported EXPORTS times, then its cores qualified
 # QUALIFIES times; every verdict must come out the same. Usage:
 #   docs/ci/repeat.sh WHEEL_DIR OUT_DIR EXPORTS QUALIFIES PORT...
-# PORT is one of the names below. Reports, export summaries and accounts go to
+# PORT is one of the names in ports.sh. Reports, export summaries and accounts go to
 # OUT_DIR/repeat.tar.gz; cores to $TMPDIR. The reports under
 # reports/baselines/h200-sm90-580.159.04-models/varying-outputs/ came from this recipe.
 set -uo pipefail
@@ -13,24 +13,15 @@ python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site
 export PYTHONPATH=$site PATH=$site/bin:$PATH
 mkdir -p "$work/exports" "$out"
 
-script() { # PORT: the port's command line after `python3 -m gnomon.torch`
-  case $1 in
-    moe) echo python/ports/moe.py ;;
-    moe-deterministic) echo python/ports/moe.py --deterministic ;;
-    qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
-    hf-no-cudnn-*) echo python/ports/hf.py --model "${1#hf-no-cudnn-}" --no-cudnn-attention ;;
-    hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;
-    hf32-*) echo python/ports/hf.py --model "${1#hf32-}" --layers 1 --batches "$(seq -s, 32 -1 1)" ;;
-    *) echo "unknown port $1" >&2; return 1 ;;
-  esac
-}
+# shellcheck source=docs/ci/ports.sh
+source "$(dirname "$0")/ports.sh"
 
 # One thing at a time on the GPU: a launch that shares the device with another process
 # can give other bits (PyTorch's argmax over tied logits, some GEMMs), so exports made side
 # by side, or qualifications run side by side, do not give reproducible verdicts
 # (reports/baselines/h200-sm90-580.159.04-models/hf-corpus/README.md).
 for port in "$@"; do
-  command=$(script "$port") || exit 2
+  command=$(port_command "$port") || exit 2
   for e in $(seq 1 "$exports"); do
     name=$port-e$e
     # shellcheck disable=SC2086 # the command is words; EXPORT_TIMEOUT (seconds) bounds each export
