@@ -192,6 +192,50 @@ def test_the_arena_says_its_bytes_by_standing():
         _native.arena_stats()
 
 
+def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatch):
+    """use_arena routes this thread's tensors to one MemPool over the kit's allocator and
+    hands captures the other (a capture may not allocate to its thread's own pool, and a
+    graph's freed blocks must not go to eager tensors); without an arena, graph_pool is
+    PyTorch's own, so a port runs either way."""
+    import types
+
+    import gnomon.torch as gt
+
+    made, entered = [], []
+
+    class Pool:
+        def __init__(self, allocator):
+            self.allocator, self.id = allocator, (0, len(made) + 1)
+            made.append(self)
+
+    class Routing:
+        def __init__(self, pool):
+            self.pool = pool
+
+        def __enter__(self):
+            entered.append(self.pool)
+
+    class Pluggable:
+        def __init__(self, library, malloc, free):
+            self.entry_points = (malloc, free)
+
+        def allocator(self):
+            return self.entry_points
+
+    cuda = types.SimpleNamespace(is_initialized=lambda: False, MemPool=Pool, use_mem_pool=Routing,
+                                 graph_pool_handle=lambda: "pytorch's own",
+                                 memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(gt, "_arena", {})
+    assert gt.graph_pool() == "pytorch's own"
+    monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device: size)
+    assert gt.use_arena("1GiB") == 1 << 30
+    tensors, graphs = made
+    assert entered == [tensors]
+    assert tensors.allocator == graphs.allocator == ("gnomon_torch_malloc", "gnomon_torch_free")
+    assert gt.graph_pool() == graphs.id != tensors.id
+
+
 def test_the_kit_refuses_to_start_after_cuda(monkeypatch):
     """A graph captured before use_arena (or record) would hold memory and modules the kit
     never saw: both refuse once PyTorch has initialised CUDA."""
