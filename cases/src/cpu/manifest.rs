@@ -492,26 +492,13 @@ pub fn corruptions() -> Vec<Corruption> {
             peer_refused!("past the last address"),
         ),
         row("v3-peer-overlaps-own-arena", |d| peer(d, |p| p.address = BASE + CAP), peer_refused!("this rank's arena")),
-        row(
-            "v3-peers-overlap",
-            |d| {
-                peer(d, |_| {});
-                let again = PeerRange { offset: GRANULARITY, ..d.manifest.peers[0] };
-                d.manifest.peers.push(again);
-            },
-            peer_refused!("overlaps peer range 0"),
-        ),
+        row("v3-peers-overlap", |d| second_peer(d, |p| p.offset = GRANULARITY), peer_refused!("overlaps peer range 0")),
         row(
             "v3-peers-overlap-the-later-lower",
             |d| {
-                peer(d, |_| {});
-                let lower = PeerRange {
-                    offset: GRANULARITY,
-                    size: 2 * GRANULARITY,
-                    address: PEER_WINDOW - GRANULARITY,
-                    ..d.manifest.peers[0]
-                };
-                d.manifest.peers.push(lower);
+                second_peer(d, |p| {
+                    (p.offset, p.size, p.address) = (GRANULARITY, 2 * GRANULARITY, PEER_WINDOW - GRANULARITY)
+                })
             },
             peer_refused!("0x20fffffff000..0x210000001000 overlaps peer range 0"),
         ),
@@ -649,6 +636,14 @@ fn unchecked(d: &mut CoreDraft, template: &str, reason: &str) {
 fn peer(d: &mut CoreDraft, change: fn(&mut PeerRange)) {
     *d = CoreDraft::peered();
     change(&mut d.manifest.peers[0]);
+}
+
+/// The peered sample with a second range: a copy of its first, changed by `change`.
+fn second_peer(d: &mut CoreDraft, change: fn(&mut PeerRange)) {
+    *d = CoreDraft::peered();
+    let mut again = d.manifest.peers[0];
+    change(&mut again);
+    d.manifest.peers.push(again);
 }
 
 /// The varying sample with its variation changed by `change`.
