@@ -6,7 +6,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    path::Path,
+    path::{Path, PathBuf},
     time::Instant,
 };
 
@@ -14,7 +14,7 @@ use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, NodeKind, RetainedGraph},
     export::{Exporter, ModuleImage},
     format::{Arena, Context as CoreContext, ModuleKind, Producer, RecordedFlags},
-    record::{image_of, images_by_entries, provenance, ImageRecorder, LoadedImage},
+    record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
 };
 use serde::Serialize;
 
@@ -115,8 +115,8 @@ pub fn export(
         // SAFETY: the caller hands live graphs of this process's primary context.
         .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
         .collect::<Result<Vec<_>, KitError>>()?;
-    let images = recorder.images(ctx);
-    let kernels = Kernels::resolve(ctx, &graphs, &images, recorder)?;
+    let Heard { images, loaders } = recorder.heard(ctx);
+    let kernels = Kernels::resolve(ctx, &graphs, &images, &loaders)?;
     let allocations = &allocations.joined(&touched(&graphs)?);
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
@@ -191,11 +191,10 @@ impl Kernels {
         ctx: &Context,
         graphs: &[(String, RetainedGraph)],
         images: &[LoadedImage],
-        recorder: &ImageRecorder,
+        loaders: &HashMap<usize, Option<PathBuf>>,
     ) -> Result<Self, KitError> {
         let by_entries = images_by_entries(ctx, images)?;
         let mut kernels = Self { by_node: HashMap::new(), functions: BTreeMap::new() };
-        let loaders = recorder.loaders(ctx);
         for (t, (template, graph)) in graphs.iter().enumerate() {
             for (node, function, module) in graph.kernel_functions()? {
                 let loader = loaders.get(&module.handle).cloned().flatten();

@@ -22,7 +22,7 @@ pub fn cases() -> Vec<Case> {
         // image it saw maps the chain's kernels to the wrong one.
         let _other = gpu.module(REDUCTION)?;
         let template = accepted(gpu.stream.capture(|s| chain.issue(s)), "capture the chain")?;
-        let images = recorder.images(&gpu.ctx);
+        let images = recorder.heard(&gpu.ctx).images;
         let by_entries = images_by_entries(&gpu.ctx, &images).map_err(|e| Verdict::Failed(e.to_string()))?;
         let kernels = accepted(template.kernel_functions(), "read the kernels' modules")?;
         let nodes = accepted(template.nodes(), "read the nodes")?;

@@ -45,6 +45,12 @@ pub struct LoadedImage {
     pub modules: BTreeSet<usize>,
 }
 
+/// What an [`ImageRecorder`] heard, as one context holds it ([`ImageRecorder::heard`]).
+pub struct Heard {
+    pub images: Vec<LoadedImage>,
+    pub loaders: HashMap<usize, Option<PathBuf>>,
+}
+
 /// Subscribed to CUPTI's module-loaded callback from [`ImageRecorder::start`] until it is
 /// dropped. Start it before the program's first kernel: images arrive when a kernel is
 /// first used, not when its library is loaded.
@@ -67,19 +73,17 @@ impl ImageRecorder {
         cupti::Subscription::library_path()
     }
 
-    /// Every distinct image loaded so far, in the order each was first loaded, with the
-    /// handles of the modules `ctx` holds of it.
-    pub fn images(&self, ctx: &Context) -> Vec<LoadedImage> {
+    /// What the recorder heard, as `ctx` holds it: every distinct image loaded so far, in
+    /// the order each was first loaded, with the handles of the modules `ctx` holds of it;
+    /// and for each module handle in `ctx`, the shared object whose load returned it last,
+    /// when the recorder heard that call and could walk its stack (what names a kernel's
+    /// library; a handle missing, or mapped to `None`, has none). One look, so each heard
+    /// library's module is asked of the driver once.
+    pub fn heard(&self, ctx: &Context) -> Heard {
         let modules = self.library_modules(ctx);
-        distinct(&self.seen(), |library| modules.get(&library).copied())
-    }
-
-    /// For each module handle in `ctx`, the shared object whose load returned it last,
-    /// when the recorder heard that call and could walk its stack: what names a kernel's
-    /// library. A handle missing, or mapped to `None`, has none.
-    pub fn loaders(&self, ctx: &Context) -> HashMap<usize, Option<PathBuf>> {
-        let modules = self.library_modules(ctx);
-        loaders(&self.seen(), |library| modules.get(&library).copied())
+        let module_of = |library| modules.get(&library).copied();
+        let seen = self.seen();
+        Heard { images: distinct(&seen, module_of), loaders: loaders(&seen, module_of) }
     }
 
     /// The module `ctx` holds of each library heard loaded. Asked with the callbacks'
