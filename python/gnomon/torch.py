@@ -8,6 +8,7 @@
    then ``export(...)``.
 """
 
+import atexit
 import json
 import os
 import runpy
@@ -81,7 +82,17 @@ def use_arena(size, base=DEFAULT_BASE, device=0):
                   graphs=torch.cuda.MemPool(allocator))
     _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
     _arena["routing"].__enter__()
+    atexit.register(_leave_arena)
     return mapped
+
+
+def _leave_arena():
+    """Ends the thread's routing before the interpreter tears the pools down: PyTorch
+    asserts that no pool is routed to when a MemPool is destroyed (torch 2.11 aborted a
+    compiled GPT-2 port at exit, "captures_underway.empty() INTERNAL ASSERT FAILED")."""
+    routing = _arena.pop("routing", None)
+    if routing is not None:
+        routing.__exit__(None, None, None)
 
 
 def graph_pool():

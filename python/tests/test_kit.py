@@ -215,6 +215,9 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
         def __enter__(self):
             entered.append(self.pool)
 
+        def __exit__(self, *exc):
+            entered.remove(self.pool)
+
     class Pluggable:
         def __init__(self, library, malloc, free):
             self.entry_points = (malloc, free)
@@ -229,11 +232,17 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     monkeypatch.setattr(gt, "_arena", {})
     assert gt.graph_pool() == "pytorch's own"
     monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device: size)
+    at_exit = []
+    monkeypatch.setattr(gt.atexit, "register", at_exit.append)
     assert gt.use_arena("1GiB") == 1 << 30
     tensors, graphs = made
     assert entered == [tensors]
     assert tensors.allocator == graphs.allocator == ("gnomon_torch_malloc", "gnomon_torch_free")
     assert gt.graph_pool() == graphs.id != tensors.id
+    # At exit the routing ends before PyTorch destroys the pools (it asserts otherwise).
+    for leave in at_exit:
+        leave()
+    assert entered == []
 
 
 def test_the_kit_refuses_to_start_after_cuda(monkeypatch):
