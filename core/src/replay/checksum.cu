@@ -12,6 +12,14 @@ __device__ unsigned long long mix(unsigned long long value, unsigned long long p
     return v;
 }
 
+// The sum over a warp, in lane 0: one atomic per warp instead of one per thread. Every
+// range's threads add into one word, and a thread's atomic on a shared word made the
+// check cost the number of buffers times the grid (0.057 s for GPT-2's 150 weights).
+__device__ unsigned long long warp_sum(unsigned long long value) {
+    for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
+    return value;
+}
+
 struct Span {
     const unsigned char* bytes;
     unsigned long long len, head, words;
@@ -44,7 +52,8 @@ extern "C" __global__ void checksum_ranges(const unsigned long long* table, unsi
         for (unsigned long long k = 0; k < s.head; ++k) acc += mix(s.bytes[k], (1ull << 40) + k);
         for (unsigned long long k = s.head + 4 * s.words; k < s.len; ++k) acc += mix(s.bytes[k], (1ull << 40) + k);
     }
-    atomicAdd(&out[blockIdx.y], acc);
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0 && acc) atomicAdd(&out[blockIdx.y], acc);
 }
 
 // How many bytes of each range differ from the range's pattern byte (repeated in
@@ -63,5 +72,6 @@ extern "C" __global__ void count_unlike_ranges(const unsigned long long* table, 
         for (unsigned long long k = 0; k < s.head; ++k) differ += s.bytes[k] != byte;
         for (unsigned long long k = s.head + 4 * s.words; k < s.len; ++k) differ += s.bytes[k] != byte;
     }
-    if (differ) atomicAdd(&out[blockIdx.y], differ);
+    differ = warp_sum(differ);
+    if (threadIdx.x % 32 == 0 && differ) atomicAdd(&out[blockIdx.y], differ);
 }
