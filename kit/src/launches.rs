@@ -3,15 +3,16 @@
 //! [`LoadedState`]), and every compared output is digested. An output that some launch gave
 //! differently is recorded as varying, with its spread, its other digests and its first
 //! launch's bytes; the first node that gives different results from the same inputs is
-//! found by launching growing prefixes of the graph.
+//! found by launching growing prefixes of the graph. Each template's launches are timed
+//! too (replay's [`time_launches`]): what a restored template's speed is held to.
 
 use std::collections::HashMap;
 
 use gnomon_core::{
-    cuda::{Context, RetainedGraph, Stream},
+    cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     format::{hash_hex, Expectation, Manifest, OutputDigest, Variation},
-    replay::{Checksummer, LoadedState, POISON},
+    replay::{time_launches, Checksummer, LoadedState, POISON, SPEED_LAUNCHES},
     spread::{Element, Spread},
 };
 use serde::Serialize;
@@ -90,7 +91,8 @@ pub fn expectations(
     let checksummer = Checksummer::new(ctx)?;
     let mut expected = Expected { expectations: Vec::new(), varied: Vec::new() };
     for (name, graph) in graphs {
-        let observed = observe(&state, &stream, graph, flags, declared.compared_after(name).collect(), launches)?;
+        let exec = graph.instantiate(flags)?;
+        let observed = observe(&state, &stream, &exec, declared.compared_after(name).collect(), launches)?;
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
@@ -119,7 +121,14 @@ pub fn expectations(
             };
             outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256, variation });
         }
-        expected.expectations.push(Expectation { template: name.clone(), outputs, reference: None, tolerance: None });
+        let speed = Some(time_launches(ctx, &exec, &state, &stream, SPEED_LAUNCHES)?);
+        expected.expectations.push(Expectation {
+            template: name.clone(),
+            outputs,
+            reference: None,
+            tolerance: None,
+            speed,
+        });
     }
     Ok(expected)
 }
@@ -128,12 +137,10 @@ pub fn expectations(
 fn observe<'d>(
     state: &LoadedState,
     stream: &Stream,
-    graph: &RetainedGraph,
-    flags: u64,
+    exec: &GraphExec,
     compared: Vec<&'d Compared>,
     launches: u32,
 ) -> Result<Vec<Observed<'d>>, KitError> {
-    let exec = graph.instantiate(flags)?;
     let mut observed: Vec<Observed> = Vec::new();
     for launch in 0..launches.max(1) {
         state.reset(stream)?;

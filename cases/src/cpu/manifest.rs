@@ -510,6 +510,17 @@ pub fn corruptions() -> Vec<Corruption> {
             },
             invalid!(DanglingPointer { .. }),
         ),
+        row(
+            "v3-speed-in-v2-core",
+            |d| {
+                timed(d, |_| {});
+                d.manifest.format.version = 2;
+            },
+            invalid!(V3FieldInOlder { field: "speed", version: 2, .. }),
+        ),
+        row("v3-speed-too-few-launches", |d| timed(d, |s| s.launches = 19), unsettled!("20 to 65536 launches")),
+        row("v3-speed-median-zero", |d| timed(d, |s| s.median_us = 0.0), unsettled!("a finite median > 0")),
+        row("v3-speed-spread-negative", |d| timed(d, |s| s.spread_us = -1.0), unsettled!("a finite spread ≥ 0")),
         row("v3-variation-one-launch", |d| vary(d, |v| v.launches = 1), unsettled!("2 to 65536 are recorded")),
         row("v3-variation-no-other-digest", |d| vary(d, |v| v.sha256s.clear()), unsettled!("1 to one fewer")),
         row(
@@ -644,6 +655,13 @@ fn second_peer(d: &mut CoreDraft, change: fn(&mut PeerRange)) {
     let mut again = d.manifest.peers[0];
     change(&mut again);
     d.manifest.peers.push(again);
+}
+
+/// The sample with a speed recorded for its template, changed by `change`.
+fn timed(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Speed)) {
+    let mut speed = gnomon_core::format::Speed { launches: 20, median_us: 100.0, spread_us: 1.0 };
+    change(&mut speed);
+    d.manifest.expectations[0].speed = Some(speed);
 }
 
 /// The varying sample with its variation changed by `change`.

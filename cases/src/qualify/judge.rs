@@ -12,7 +12,7 @@ use std::{
 use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
-    format::Template,
+    format::{Speed, Template},
     replay::{
         rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, Stage, StageFailure,
         StartError, Started,
@@ -23,7 +23,7 @@ use gnomon_reports::{exit_codes, CaseRecord, Status};
 
 use super::{
     agreement::{Agreement, Agreements},
-    core_cases, Budget, CoreDir, Profile,
+    core_cases, speed, Budget, CoreDir, Profile,
 };
 
 type Budgets = std::collections::BTreeMap<String, Budget>;
@@ -161,7 +161,7 @@ fn judge(
     })?;
     let (core, ctx) = (&started.core, &started.ctx);
     let window_start = unix_now();
-    let launches = Launches { each: profile.launches, again_under_second_poison: true };
+    let launches = Launches { each: profile.launches, again_under_second_poison: true, timed: true };
     let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
@@ -195,6 +195,8 @@ fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) {
     let case = |t: &Template| format!("template={}/attributes", t.name);
     match rebuild_only(core, ctx) {
         Ok(rebuilt) => {
+            // Loaded here with nothing else running: the floor of the restore's modules.
+            v.amend("restore", |r| r.metrics.extend([measured("restore-module-floor-s", rebuilt.modules_s, "s")]));
             let recorded = Recorded::of(m);
             for (t, graph) in m.templates.iter().zip(&rebuilt.graphs) {
                 let restored = recorded.template_restored(t, graph, &rebuilt.functions);
@@ -245,6 +247,7 @@ fn judge_replay(
     };
     let agreements = Agreements::of(core, profile.rule).map_err(|e| format!("the core's varying outputs: {e}"))?;
     judge_templates(v, &facts, &launched, &agreements, &reference);
+    judge_speeds(v, core.manifest(), &report.speeds);
     let mut metrics = replay_metrics(core, report, None, &stages);
     metrics.extend(start_metrics(started));
     for (metric, budget) in budgets {
@@ -265,6 +268,16 @@ fn judge_replay(
     v.set("restore", Ok(metrics));
     v.amend("restore", |r| r.duration_s = total);
     Ok(())
+}
+
+/// Every template's speed against the one its exporter recorded.
+fn judge_speeds(v: &mut Verdicts, m: &gnomon_core::format::Manifest, restored: &[(String, Speed)]) {
+    let recorded = m.expectations_by_template();
+    for t in &m.templates {
+        let recorded = recorded.get(t.name.as_str()).and_then(|e| e.speed.as_ref());
+        let timed = restored.iter().find(|(name, _)| *name == t.name).map(|(_, s)| s);
+        v.set(&format!("template={}/speed", t.name), speed::judged(&t.name, recorded, timed));
+    }
 }
 
 /// What the judge knows of a template from the manifest.
@@ -575,7 +588,12 @@ fn phase_of(stage: Stage) -> Option<usize> {
         Stage::Poison | Stage::Upload | Stage::ContentsCheck | Stage::WritableCopies => 2,
         Stage::Rebuild => 3,
         Stage::Instantiate | Stage::Handover => 4,
-        Stage::Reset | Stage::Launch | Stage::ReadOutputs | Stage::WeightsCheck | Stage::PoisonIndependence => 5,
+        Stage::Reset
+        | Stage::Launch
+        | Stage::ReadOutputs
+        | Stage::WeightsCheck
+        | Stage::PoisonIndependence
+        | Stage::Speed => 5,
     })
 }
 
@@ -761,13 +779,14 @@ mod tests {
         let got = judged(&facts(false), |_, _| {});
         let not_passed: Vec<_> = got.iter().filter(|(_, s, _)| *s != Status::Passed).map(|(i, s, _)| (i, s)).collect();
         // The caller sets the stage cases and `restore` (with the metrics) around the
-        // templates, and each template's `attributes` from a rebuild read back on the
-        // device; here they are left without a verdict after a completed restore.
-        let around: Vec<String> = ["map", "modules", "upload", "template=a/attributes", "template=b/attributes"]
-            .into_iter()
-            .chain(["template=c/attributes", "restore"])
-            .map(String::from)
-            .collect();
+        // templates, each template's `attributes` from a rebuild read back on the device
+        // and its `speed` from the restore's timings; here they are left without a
+        // verdict after a completed restore.
+        let mut around: Vec<String> = vec!["map".into(), "modules".into(), "upload".into()];
+        for case in ["attributes", "speed"] {
+            around.extend(["a", "b", "c"].map(|t| format!("template={t}/{case}")));
+        }
+        around.push("restore".into());
         assert_eq!(not_passed, around.iter().map(|i| (i, &Status::Failed)).collect::<Vec<_>>());
     }
 

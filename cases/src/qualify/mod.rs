@@ -6,6 +6,7 @@
 mod agreement;
 mod judge;
 mod profile;
+mod speed;
 mod target;
 
 use std::{
@@ -58,7 +59,7 @@ pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
 pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, rank: Option<u32>) -> Vec<Case> {
     let mut suffixes: Vec<String> = rank.map(|_| "device".to_owned()).into_iter().collect();
     suffixes.extend(["map", "modules", "upload"].map(String::from));
-    for stage in ["rebuild", "instantiate", "attributes", "outputs"] {
+    for stage in ["rebuild", "instantiate", "attributes", "outputs", "speed"] {
         suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
     }
     suffixes.extend(

@@ -137,8 +137,9 @@ pub(crate) fn replay_metrics(
     ]);
     // What the producing process spent, beside what the restore spends (v3).
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
-    // Templates are built alongside the upload and after it; the time spent building,
-    // wherever, and the instantiation left once the last was built make them ready.
+    // The time spent building and the instantiation left once the last template was
+    // built make them ready. Modules load on threads of their own during the upload:
+    // `module-load` is what the restore waited for them after it, this their own time.
     let rebuilt = report.building_s > 0.0;
     let ready = report.building_s + stage(Stage::Instantiate);
     if rebuilt {
@@ -146,6 +147,7 @@ pub(crate) fn replay_metrics(
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
             measured("templates-ready-s", ready, "s"),
             measured("restore-building-s", report.building_s, "s"),
+            measured("restore-modules-loading-s", report.modules_s, "s"),
         ]);
     }
     if let Some(floors) = floors {

@@ -354,6 +354,7 @@ fn original_run(
             outputs,
             reference: Some(w.name().into()),
             tolerance: Some(w.tolerance() as f64),
+            speed: None,
         });
     }
     Ok(expectations)

@@ -118,28 +118,23 @@ pub enum Overlap {
 }
 
 /// As [`build_all`], and each graph goes, when `overlap` says, to one of `threads` other
-/// threads that instantiates it with `flags[i]`. Meanwhile `alongside` runs on this
-/// thread with a step that builds the next graph (false once none is left) to call when
-/// it would otherwise wait; what it leaves is built after it returns.
+/// threads that instantiates it with `flags[i]`.
 ///
 /// # Safety
 /// As [`build_all`].
-pub unsafe fn build_and_instantiate<T>(
+pub unsafe fn build_and_instantiate(
     ctx: &Context,
     specs: &[GraphSpec<'_>],
     functions: Vec<Vec<Function>>,
     flags: &[u64],
     (overlap, threads): (Overlap, usize),
-    alongside: impl FnOnce(&mut dyn FnMut() -> bool) -> T,
-) -> (T, std::result::Result<Ready, ReadyFailure>) {
+) -> std::result::Result<Ready, ReadyFailure> {
     let checked = flags.iter().map(|&f| InstantiateFlags::new(f)).collect::<std::result::Result<Vec<_>, _>>();
-    let checked = match checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f)) {
-        Ok(checked) => checked,
-        Err(e) => return (alongside(&mut || false), Err(ReadyFailure::Instantiate(e))),
-    };
+    let checked = checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f));
+    let checked = checked.map_err(ReadyFailure::Instantiate)?;
     let started = Instant::now();
     let (mut graphs, mut functions) = (Vec::with_capacity(specs.len()), functions.into_iter());
-    let ((value, built), made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
+    let (built, made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
         let (mut held_back, mut failure, mut building_s) = (Vec::new(), None, 0.0);
         let mut step = || {
             let graph = graphs.len();
@@ -162,20 +157,18 @@ pub unsafe fn build_and_instantiate<T>(
             building_s += building.elapsed().as_secs_f64();
             true
         };
-        let value = alongside(&mut step);
         while step() {}
         let built_s = started.elapsed().as_secs_f64();
         held_back.into_iter().for_each(|(graph, raw)| submit(graph, raw, checked[graph].bits()));
-        (value, failure.map_or(Ok((built_s, building_s)), Err))
+        failure.map_or(Ok((built_s, building_s)), Err)
     });
     // Executables made before a build failed are destroyed here, with the error.
     let held: Vec<&RetainedGraph> = graphs.iter().collect();
     let execs = wrap_in_order(&held, &checked, made);
-    let ready = built.map_err(ReadyFailure::Build).and_then(|(built_s, building_s)| {
+    built.map_err(ReadyFailure::Build).and_then(|(built_s, building_s)| {
         let execs = execs.map_err(ReadyFailure::Instantiate)?;
         Ok(Ready { graphs, execs, built_s, building_s })
-    });
-    (value, ready)
+    })
 }
 
 /// Creates one graph and adds its nodes; on failure destroys it and says which node.

@@ -23,7 +23,7 @@ pub use build::{
     build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
 };
 pub use graph::{live_executables, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph};
-pub use module::{compile_ptx, nvrtc_version, Function, LoadedModule, Module};
+pub use module::{compile_ptx, load_alongside, nvrtc_version, Function, Loaded, LoadedModule, Module};
 pub use pinned::PinnedHost;
 pub use vmm::{ArenaMapping, MappedShard};
 

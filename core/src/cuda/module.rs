@@ -5,6 +5,8 @@ use std::{
     ffi::{c_void, CStr, CString},
     ptr,
     rc::Rc,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Instant,
 };
 
 use cudarc::driver::sys;
@@ -70,12 +72,8 @@ pub struct Module(Rc<ModuleInner>);
 impl Module {
     /// Loads a PTX text or cubin image.
     pub fn load(ctx: &Context, image: &[u8]) -> Result<Self> {
-        let mut owned = image.to_vec();
-        owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
-        let mut raw = ptr::null_mut();
-        // SAFETY: `owned` is a complete image that lives across the call.
-        ctx.call("cuModuleLoadData", || unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
-        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw })))
+        ctx.settle()?;
+        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw: load_raw(image)? })))
     }
 
     /// Compiles CUDA C with NVRTC for this context's device and loads it; returns the PTX
@@ -91,13 +89,11 @@ impl Module {
     }
 
     pub fn function(&self, name: &str) -> Result<Function> {
-        let c_name =
-            CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
-        let mut raw = ptr::null_mut();
-        // SAFETY: the module is loaded and `c_name` is NUL-terminated.
-        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut raw, self.0.raw, c_name.as_ptr()) })?;
-        let layout = param_layout(raw)?;
-        Ok(Function { _module: Some(self.clone()), raw, name: name.into(), layout })
+        self.wrap(raw_function(self.0.raw, name)?, name)
+    }
+
+    fn wrap(&self, raw: sys::CUfunction, name: &str) -> Result<Function> {
+        Ok(Function { _module: Some(self.clone()), raw, name: name.into(), layout: param_layout(raw)? })
     }
 }
 
@@ -180,6 +176,107 @@ impl Function {
         }
         Ok(())
     }
+}
+
+fn load_raw(image: &[u8]) -> Result<sys::CUmodule> {
+    let mut owned = image.to_vec();
+    owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
+    let mut raw = ptr::null_mut();
+    // SAFETY: `owned` is a complete image that lives across the call.
+    check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
+    Ok(raw)
+}
+
+/// Modules loaded by [`load_alongside`], each with the functions asked of it, in order.
+pub struct Loaded {
+    pub modules: Vec<(Module, Vec<Function>)>,
+    /// From the threads' start until the last module was loaded.
+    pub seconds: f64,
+}
+
+/// What a loading thread made of one image: the module and its functions' handles, as
+/// integers that only the driver is given until they are owned on the calling thread.
+type RawLoad<E> = std::result::Result<(usize, Result<Vec<usize>>), E>;
+
+/// Loads `images.len()` modules on `threads` threads of `ctx`'s context while `alongside`
+/// runs on this thread, and gets from each module `wanted[i]`'s functions there too: the
+/// driver loads a kernel lazily, when its function is first got, so that is loading as
+/// well. `image(i)` reads (and checks) the i-th image on the loading thread.
+pub fn load_alongside<T, E: From<CudaError> + Send>(
+    ctx: &Context,
+    wanted: &[Vec<&str>],
+    image: impl Fn(usize) -> std::result::Result<Vec<u8>, E> + Sync,
+    threads: usize,
+    alongside: impl FnOnce() -> T,
+) -> (T, std::result::Result<Loaded, E>) {
+    if let Err(e) = ctx.settle() {
+        return (alongside(), Err(e.into()));
+    }
+    let (raw_ctx, next, started) = (ctx.raw() as usize, AtomicUsize::new(0), Instant::now());
+    let load = |i: usize| -> RawLoad<E> {
+        let module = load_raw(&image(i)?)?;
+        let functions = wanted[i].iter().map(|name| raw_function(module, name).map(|f| f as usize)).collect();
+        Ok((module as usize, functions))
+    };
+    let (value, made) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.clamp(1, wanted.len().max(1)))
+            .map(|_| {
+                let (next, load) = (&next, &load);
+                scope.spawn(move || {
+                    // SAFETY: `raw_ctx` is the live context `ctx` holds for the whole scope.
+                    let current = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw_ctx as sys::CUcontext) });
+                    let mut made = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= wanted.len() {
+                            break;
+                        }
+                        made.push((i, current.clone().map_err(E::from).and_then(|()| load(i))));
+                    }
+                    (made, started.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        let value = alongside();
+        (value, workers.into_iter().map(|w| w.join().expect("a loading thread does not panic")).collect::<Vec<_>>())
+    });
+    let seconds = made.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+    let mut made: Vec<(usize, RawLoad<E>)> = made.into_iter().flat_map(|(m, _)| m).collect();
+    made.sort_by_key(|(i, _)| *i);
+    (value, own_loaded(ctx, wanted, made).map(|modules| Loaded { modules, seconds }))
+}
+
+/// Takes ownership of every module the threads loaded (so each is unloaded, whatever
+/// failed), then gives the first failure or them all with their functions.
+fn own_loaded<E: From<CudaError>>(
+    ctx: &Context,
+    wanted: &[Vec<&str>],
+    made: Vec<(usize, RawLoad<E>)>,
+) -> std::result::Result<Vec<(Module, Vec<Function>)>, E> {
+    let mut failure = None;
+    let mut modules = Vec::with_capacity(made.len());
+    for (i, load) in made {
+        let owned = load.and_then(|(raw, functions)| {
+            let module = Module(Rc::new(ModuleInner { ctx: ctx.clone(), raw: raw as sys::CUmodule }));
+            let functions = functions?.into_iter().zip(&wanted[i]);
+            let functions = functions.map(|(raw, name)| module.wrap(raw as sys::CUfunction, name));
+            Ok(functions.collect::<Result<Vec<_>>>().map(|f| (module, f))?)
+        });
+        match owned {
+            Ok(loaded) => modules.push(loaded),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    failure.map_or(Ok(modules), Err)
+}
+
+fn raw_function(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction> {
+    let c_name =
+        CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
+    let mut raw = ptr::null_mut();
+    // SAFETY: the module is loaded and `c_name` is NUL-terminated.
+    check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut raw, module, c_name.as_ptr()) })?;
+    Ok(raw)
 }
 
 /// The names of a loaded module's kernels.

@@ -544,6 +544,20 @@ pub struct Expectation {
     /// Largest allowed absolute difference from the CPU reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<f64>,
+    /// (v3) How long the template's launches took in the producing process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<Speed>,
+}
+
+/// Launches of one template timed by CUDA events around the launch alone, each from the
+/// loaded state, after a warm-up: what a restored template is held to (v3).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Speed {
+    pub launches: u32,
+    pub median_us: f64,
+    /// The 90th percentile less the 10th: how much the launches' times spread.
+    pub spread_us: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

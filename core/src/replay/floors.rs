@@ -145,7 +145,7 @@ pub fn driver_us_per_node(ctx: &Context, how: (Overlap, usize)) -> Result<f64, R
     let started = Instant::now();
     let used = (0..FLOOR_TEMPLATES).map(|_| vec![empty.clone()]).collect();
     // SAFETY: the graphs hold kernel nodes only, no memory addresses.
-    let ((), ready) = unsafe { build_and_instantiate(ctx, &specs, used, &[0; FLOOR_TEMPLATES], how, |_| ()) };
+    let ready = unsafe { build_and_instantiate(ctx, &specs, used, &[0; FLOOR_TEMPLATES], how) };
     let seconds = started.elapsed().as_secs_f64();
     ready.map_err(|failure| match failure {
         ReadyFailure::Build(f) => ReplayError::from(f.error),

@@ -1,7 +1,7 @@
 //! Native replay of a validated core: check the context, map the arena at its exact
-//! addresses, load modules and check every function's parameter layout, poison the
-//! arena, stream the shards up (hashed on the very bytes uploaded) while this thread
-//! rebuilds the templates in the moments the upload waits, each instantiated with its
+//! addresses, load the modules on threads of their own while this thread poisons the
+//! arena and streams the shards up (hashed on the very bytes uploaded), check every
+//! function's parameter layout, rebuild the templates, each instantiated with its
 //! recorded flags on another thread as soon as it is built (or take executables handed
 //! over live), check what the upload left and keep device copies of the writable
 //! buffers; then for each template: reset the writable buffers from their device copies,
@@ -14,6 +14,7 @@ mod checksum;
 mod floors;
 mod loaded;
 mod rebuild;
+mod speed;
 mod stage;
 mod start;
 mod upload;
@@ -26,15 +27,16 @@ pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::LoadedState;
 pub use rebuild::Functions;
+pub use speed::{time_launches, SPEED_LAUNCHES};
 pub use stage::Stage;
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
-    cuda::{ArenaMapping, Context, GraphExec, Module, Overlap, RetainedGraph, Stream},
+    cuda::{load_alongside, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
-    format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest},
+    format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed},
     validate::{recorded_flags, Core},
 };
 
@@ -74,15 +76,20 @@ pub struct ReplayReport {
     /// One more launch of each template after the undefined buffers were poisoned with
     /// [`SECOND_POISON`], when asked for ([`Launches::again_under_second_poison`]).
     pub repoisoned: Vec<OutputCheck>,
+    /// Each template with a recorded speed, timed as it was, when asked for
+    /// ([`Launches::timed`]).
+    pub speeds: Vec<(String, Speed)>,
     pub uploaded: Uploaded,
     /// The first template's launch alone, by CUDA events.
     pub first_launch_s: f64,
     /// Every launch of the `launch` stage by CUDA events: the device's share of the stage,
     /// the rest being the harness's enqueueing and waiting.
     pub kernels_s: f64,
-    /// Seconds this thread spent building templates, alongside the upload or after it (0
-    /// for handed executables).
+    /// Seconds this thread spent building templates (0 for handed executables).
     pub building_s: f64,
+    /// Seconds the modules took to load on their own threads, alongside the upload (0 for
+    /// handed executables).
+    pub modules_s: f64,
     arena: LoadedState,
 }
 
@@ -128,11 +135,14 @@ pub struct Launches {
     /// Then poison the undefined buffers with [`SECOND_POISON`] and launch each template
     /// once more: what a poison-independence check compares.
     pub again_under_second_poison: bool,
+    /// Time each template whose expectation records a speed, as many launches as the
+    /// exporter timed (after the checks: not part of the restore).
+    pub timed: bool,
 }
 
 impl Default for Launches {
     fn default() -> Self {
-        Self { each: 1, again_under_second_poison: false }
+        Self { each: 1, again_under_second_poison: false, timed: false }
     }
 }
 
@@ -173,19 +183,16 @@ fn restore_and_launch(
     let handed = matches!(executables, Executables::Handed(_));
     let mapping = stages.time(Stage::ReserveAndMap, || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     // The order of the stages is the order of the qualification cases they decide: map,
-    // modules, upload, rebuild, instantiate. A rebuild happens alongside the upload, in
-    // the moments the upload waits, and its failure is told after the upload's checks.
-    let rebuild_with = match &executables {
-        Executables::Rebuild => Some(stages.time(Stage::ModuleLoad, || load_modules(core, ctx))?),
-        Executables::Handed(_) => None,
-    };
-    stages.time(Stage::Poison, || poison(m, ctx))?;
-    let (uploaded, rebuilt) = match (executables, rebuild_with) {
-        (Executables::Handed(execs), _) => {
+    // modules, upload, rebuild, instantiate. Modules load alongside the upload; a rebuild
+    // follows it, and its failure is told after the upload's checks.
+    let (uploaded, rebuilt) = match executables {
+        Executables::Handed(execs) => {
+            stages.time(Stage::Poison, || poison(m, ctx))?;
             (stages.time(Stage::Upload, || upload::shards(core, ctx, Staging::default()))?, Ok(execs))
         }
-        (Executables::Rebuild, functions) => {
-            upload_and_rebuild(core, ctx, &functions.expect("loaded for a rebuild"), stages)?
+        Executables::Rebuild => {
+            let (uploaded, functions) = upload_while_loading(core, ctx, stages)?;
+            (uploaded, rebuild_after_upload(m, ctx, &functions, stages))
         }
     };
     // Loaded for the checks (contents here, weights after the launches), timed with them.
@@ -199,6 +206,10 @@ fn restore_and_launch(
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
+    let speeds = match launches.timed {
+        true => stages.time(Stage::Speed, || time_recorded(ctx, core, &arena, &plan))?,
+        false => Vec::new(),
+    };
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
@@ -208,42 +219,80 @@ fn restore_and_launch(
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
-    let building_s = stages.building_s;
+    let (building_s, modules_s) = (stages.building_s, stages.modules_s);
     let stages = std::mem::take(&mut stages.times);
-    Ok(ReplayReport { stages, outputs, repoisoned, uploaded, first_launch_s, kernels_s, building_s, arena })
+    Ok(ReplayReport {
+        stages,
+        outputs,
+        repoisoned,
+        speeds,
+        uploaded,
+        first_launch_s,
+        kernels_s,
+        building_s,
+        modules_s,
+        arena,
+    })
+}
+
+/// Each template whose expectation records a speed, timed as the exporter timed it.
+fn time_recorded(
+    ctx: &Context,
+    core: &Core,
+    arena: &LoadedState,
+    plan: &ReplayPlan<GraphExec>,
+) -> Result<Vec<(String, Speed)>, ReplayError> {
+    let (expected, stream) = (core.manifest().expectations_by_template(), ctx.stream()?);
+    let mut speeds = Vec::new();
+    for (template, exec) in core.manifest().templates.iter().zip(plan.executables()) {
+        if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
+            speeds.push((template.name.clone(), time_launches(ctx, exec, arena, &stream, recorded.launches)?));
+        }
+    }
+    Ok(speeds)
 }
 
 /// The executables of a rebuild, or the stage that failed and why.
 type RebuildOutcome = Result<Vec<GraphExec>, (Stage, ReplayError)>;
 
-/// Streams the shards up while this thread builds every template in the moments the
-/// upload waits, each instantiated on replay's threads as soon as it is built. Stages:
-/// `upload` until the upload ends, `rebuild` for the building left after it, `instantiate`
-/// for the rest; the seconds spent building, wherever, go to `Stages::building_s`. A
-/// failed upload is returned at once, a failed rebuild with the upload.
-fn upload_and_rebuild(
+/// Loads the modules on their own threads while this one poisons the arena and uploads
+/// the shards (neither needs the other): the modules' stage is the time the restore
+/// waited for them after its upload, `modules_s` the loading's own. A module that failed
+/// is told before the upload, as the cases are ordered.
+fn upload_while_loading(
     core: &Core,
+    ctx: &Context,
+    stages: &mut Stages,
+) -> Result<(Uploaded, rebuild::Functions), ReplayError> {
+    let started = Instant::now();
+    let (uploaded, loaded) = load_modules_alongside(core, ctx, || {
+        stages.time(Stage::Poison, || poison(core.manifest(), ctx))?;
+        stages.time(Stage::Upload, || upload::shards(core, ctx, Staging::default()))
+    });
+    let alongside = stages.seconds(Stage::Poison) + stages.seconds(Stage::Upload);
+    stages.add(Stage::ModuleLoad, (started.elapsed().as_secs_f64() - alongside).max(0.0));
+    let (functions, modules_s) = loaded.inspect_err(|_| stages.fail(Stage::ModuleLoad))?;
+    stages.modules_s = modules_s;
+    Ok((uploaded?, functions))
+}
+
+/// Builds every template on this thread, each instantiated on another as soon as it is
+/// built; a failure comes with its stage, told after the upload's checks.
+fn rebuild_after_upload(
+    m: &Manifest,
     ctx: &Context,
     functions: &rebuild::Functions,
     stages: &mut Stages,
-) -> Result<(Uploaded, RebuildOutcome), ReplayError> {
-    let m = core.manifest();
+) -> RebuildOutcome {
     let started = Instant::now();
-    let mut upload_s = 0.0;
-    let (uploaded, ready) = rebuild::ready(ctx, m, functions, READY, |step| {
-        let uploaded = upload::shards_alongside(core, ctx, Staging::default(), step);
-        upload_s = started.elapsed().as_secs_f64();
-        uploaded
-    });
+    let ready = rebuild::ready(ctx, m, functions, READY);
     let wall = started.elapsed().as_secs_f64();
-    let built_s = ready.as_ref().map_or(wall, |r| r.built_s).max(upload_s);
-    stages.add(Stage::Upload, upload_s);
-    stages.add(Stage::Rebuild, built_s - upload_s);
+    let built_s = ready.as_ref().map_or(wall, |r| r.built_s);
+    stages.add(Stage::Rebuild, built_s);
     stages.add(Stage::Instantiate, wall - built_s);
     stages.building_s = ready.as_ref().map_or(0.0, |r| r.building_s);
-    let uploaded = uploaded.inspect_err(|_| stages.fail(Stage::Upload))?;
     let named = |r: crate::cuda::Ready| r.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
-    Ok((uploaded, ready.map(named)))
+    ready.map(named)
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -253,6 +302,9 @@ pub struct Rebuilt {
     pub mapping: ArenaMapping,
     pub graphs: Vec<RetainedGraph>,
     pub functions: rebuild::Functions,
+    /// Seconds the modules took to load, with nothing else running: the restore's floor
+    /// for its modules.
+    pub modules_s: f64,
 }
 
 /// Maps the arena, loads the modules and rebuilds every template, for reading back what a
@@ -261,9 +313,9 @@ pub fn rebuild_only(core: &Core, ctx: &Context) -> Result<Rebuilt, ReplayError> 
     let m = core.manifest();
     check_context(m, ctx)?;
     let mapping = map_arena(m, ctx)?;
-    let functions = load_modules(core, ctx)?;
+    let (functions, modules_s) = load_modules(core, ctx)?;
     let graphs = rebuild::templates(ctx, m, &functions)?;
-    Ok(Rebuilt { mapping, graphs, functions })
+    Ok(Rebuilt { mapping, graphs, functions, modules_s })
 }
 
 /// The floors an upload of `core` is held against, measured now on this machine (it reads
@@ -280,8 +332,10 @@ struct Stages {
     times: StageTimes,
     failed: Option<Stage>,
     template: Option<String>,
-    /// Seconds spent building templates, alongside the upload or after it.
+    /// Seconds spent building templates.
     building_s: f64,
+    /// Seconds the modules took to load on their own threads, alongside the upload.
+    modules_s: f64,
 }
 
 impl Stages {
@@ -293,6 +347,10 @@ impl Stages {
     }
 
     /// Marks `stage` as where the replay stopped, unless an earlier one was.
+    fn seconds(&self, name: Stage) -> f64 {
+        self.times.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s)
+    }
+
     fn fail(&mut self, stage: Stage) {
         self.failed.get_or_insert(stage);
     }
@@ -400,14 +458,39 @@ fn module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, 
     Ok(image)
 }
 
-/// Loads every module and checks each recorded layout against the driver's.
-fn load_modules(core: &Core, ctx: &Context) -> Result<rebuild::Functions, ReplayError> {
+/// Threads that load modules: the driver loads distinct modules concurrently.
+const MODULE_THREADS: usize = 4;
+
+/// Loads every module while `alongside` runs ([`load_alongside`]), sets each function's
+/// recorded attributes and checks its recorded layout against the driver's; with the
+/// functions, the seconds the loading took.
+fn load_modules_alongside<T>(
+    core: &Core,
+    ctx: &Context,
+    alongside: impl FnOnce() -> T,
+) -> (T, Result<(rebuild::Functions, f64), ReplayError>) {
+    let modules = &core.manifest().modules;
+    let wanted: Vec<Vec<&str>> =
+        modules.iter().map(|m| m.functions.iter().map(|f| f.name.as_str()).collect()).collect();
+    let image = |i: usize| module_image(core, &modules[i]);
+    let (value, loaded) = load_alongside(ctx, &wanted, image, MODULE_THREADS, alongside);
+    (value, loaded.and_then(|loaded| Ok((recorded_functions(modules, loaded.modules)?, loaded.seconds))))
+}
+
+/// Loads every module, the seconds it took beside the functions ([`load_modules_alongside`]).
+fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64), ReplayError> {
+    load_modules_alongside(core, ctx, || ()).1
+}
+
+/// Each loaded function under its module's id, its recorded attributes set, its layout
+/// the recorded one.
+fn recorded_functions(
+    modules: &[crate::format::Module],
+    loaded: Vec<(Module, Vec<Function>)>,
+) -> Result<rebuild::Functions, ReplayError> {
     let mut functions = HashMap::new();
-    for module in &core.manifest().modules {
-        let image = module_image(core, module)?;
-        let loaded = Module::load(ctx, &image)?;
-        for f in &module.functions {
-            let function = loaded.function(&f.name)?;
+    for (module, (_, loaded)) in modules.iter().zip(loaded) {
+        for (f, function) in module.functions.iter().zip(loaded) {
             function.set_attributes(&f.attributes)?;
             if function.layout() != f.params.as_slice() {
                 let pairs = |slots: &[crate::format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();

@@ -27,28 +27,22 @@ pub fn templates(ctx: &Context, m: &Manifest, functions: &Functions) -> Result<V
 }
 
 /// Every template rebuilt and instantiated with its recorded flags, `how` says when and
-/// on how many threads, while `alongside` runs with a step that builds the next template
-/// (see `cuda::build_and_instantiate`); a failure comes with the stage it belongs to.
-pub fn ready<T>(
+/// on how many threads (see `cuda::build_and_instantiate`); a failure comes with the
+/// stage it belongs to.
+pub fn ready(
     ctx: &Context,
     m: &Manifest,
     functions: &Functions,
     how: (Overlap, usize),
-    alongside: impl FnOnce(&mut dyn FnMut() -> bool) -> T,
-) -> (T, Result<Ready, (Stage, ReplayError)>) {
-    let (specs, orders, kept) = match describe_all(m, functions) {
-        Ok(described) => described,
-        Err(e) => return (alongside(&mut || false), Err((Stage::Rebuild, e))),
-    };
+) -> Result<Ready, (Stage, ReplayError)> {
+    let (specs, orders, kept) = describe_all(m, functions).map_err(|e| (Stage::Rebuild, e))?;
     let flags: Vec<u64> =
         m.templates.iter().map(|t| recorded_flags(&t.flags).expect("validated flags").bits()).collect();
     // SAFETY: as in `templates`.
-    let (value, ready) = unsafe { build_and_instantiate(ctx, &specs, kept, &flags, how, alongside) };
-    let ready = ready.map_err(|failure| match failure {
+    unsafe { build_and_instantiate(ctx, &specs, kept, &flags, how) }.map_err(|failure| match failure {
         ReadyFailure::Build(f) => (Stage::Rebuild, refused(m, &orders, f)),
         ReadyFailure::Instantiate(e) => (Stage::Instantiate, e.into()),
-    });
-    (value, ready)
+    })
 }
 
 type Described<'m> = (Vec<GraphSpec<'m>>, Vec<Vec<&'m Node>>, Vec<Vec<Function>>);

@@ -32,6 +32,8 @@ pub enum Stage {
     WeightsCheck,
     /// One more launch of each template under the second poison.
     PoisonIndependence,
+    /// Each template's launches timed, as its exporter timed them.
+    Speed,
     /// After a restore, in a replay case: its outputs against the expectations and the
     /// CPU reference.
     Compare,
@@ -73,6 +75,7 @@ impl Stage {
             Stage::ReadOutputs => "read-outputs",
             Stage::WeightsCheck => "weights-check",
             Stage::PoisonIndependence => "poison-independence",
+            Stage::Speed => "speed",
             Stage::Compare => "compare",
             Stage::MeasureFloors => "measure-floors",
         }

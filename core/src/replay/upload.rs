@@ -62,18 +62,7 @@ enum Message<'a> {
 
 /// Uploads every shard of `core` into the mapped arena.
 pub fn shards(core: &Core, ctx: &Context, staging: Staging) -> Result<Uploaded, ReplayError> {
-    shards_alongside(core, ctx, staging, &mut || false)
-}
-
-/// As [`shards`], calling `step` whenever this thread has nothing to copy and no copy to
-/// retire, until it says there is no more: work interleaved with the upload's.
-pub fn shards_alongside(
-    core: &Core,
-    ctx: &Context,
-    staging: Staging,
-    step: &mut dyn FnMut() -> bool,
-) -> Result<Uploaded, ReplayError> {
-    Upload::prepare(core, ctx, staging)?.run_alongside(&ctx.stream()?, step)
+    Upload::prepare(core, ctx, staging)?.run(&ctx.stream()?)
 }
 
 /// An upload whose page-locked staging and events exist, ready to stream. Apart from
@@ -103,11 +92,6 @@ impl<'c> Upload<'c> {
 
     /// Streams every shard, its copies enqueued on `stream` behind whatever it holds.
     pub fn run(self, stream: &Stream) -> Result<Uploaded, ReplayError> {
-        self.run_alongside(stream, &mut || false)
-    }
-
-    /// As [`Upload::run`], with `step` called when this thread would otherwise wait.
-    fn run_alongside(self, stream: &Stream, step: &mut dyn FnMut() -> bool) -> Result<Uploaded, ReplayError> {
         let Self { core, staging, mut pool, events, started, pinning_s } = self;
         let m = core.manifest();
         let pieces = pieces(m);
@@ -134,7 +118,7 @@ impl<'c> Upload<'c> {
             }
             drop(tx);
             let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
-            copies.pump(&rx, &free_tx, &cancelled, step).map_or(Ok(()), Err)
+            copies.pump(&rx, &free_tx, &cancelled).map_or(Ok(()), Err)
         });
         outcome?;
         let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
@@ -159,13 +143,12 @@ impl<'p> Copies<'_, 'p> {
         rx: &mpsc::Receiver<Message<'p>>,
         free: &mpsc::Sender<&'p mut [u8]>,
         cancelled: &AtomicBool,
-        step: &mut dyn FnMut() -> bool,
     ) -> Option<ReplayError> {
         let mut failure = None;
         loop {
             let message = match rx.try_recv() {
                 Ok(m) => m,
-                Err(mpsc::TryRecvError::Empty) => match self.idle(free, step) {
+                Err(mpsc::TryRecvError::Empty) => match self.idle(free) {
                     Ok(true) => continue,
                     Ok(false) => match rx.recv() {
                         Ok(m) => m,
@@ -202,10 +185,10 @@ impl<'p> Copies<'_, 'p> {
     }
 
     /// What this thread does while no slot waits to be copied: retire the copies already
-    /// completed, lending their slots again, or else take a `step` of the work alongside,
-    /// or else wait for the oldest copy. False when none of these had anything to do.
-    fn idle(&mut self, free: &mpsc::Sender<&'p mut [u8]>, step: &mut dyn FnMut() -> bool) -> Result<bool, ReplayError> {
-        if self.retire_completed(free)? > 0 || step() {
+    /// completed, lending their slots again, or else wait for the oldest copy. False when
+    /// neither had anything to do.
+    fn idle(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<bool, ReplayError> {
+        if self.retire_completed(free)? > 0 {
             return Ok(true);
         }
         if self.in_flight.is_empty() {

@@ -16,7 +16,7 @@ use crate::{
     format::{
         buffer_at,
         digest::{chunk_count, CHUNK_BYTES_RANGE},
-        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, PeerRange, RecordedFlags, Shard, Template,
+        Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, PeerRange, RecordedFlags, Shard, Speed, Template,
         Variation,
     },
     shards::ShardCap,
@@ -121,6 +121,9 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
     for e in &m.expectations {
         if let Some(o) = e.outputs.iter().find(|o| o.variation.is_some()) {
             return found("variation", output_item(&e.template, &o.buffer));
+        }
+        if e.speed.is_some() {
+            return found("speed", format!("expectation of template `{}`", e.template));
         }
     }
     Ok(())
@@ -573,8 +576,32 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
         if let Some(value) = e.tolerance.filter(|t| !t.is_finite() || *t < 0.0) {
             return Err(E::Tolerance { template: e.template.clone(), value });
         }
+        if let Some(speed) = &e.speed {
+            speed_is_a_measurement(&e.template, speed)?;
+        }
     }
     checked(m)
+}
+
+/// Fewest and most launches a recorded speed may be the median of.
+pub const SPEED_LAUNCHES: std::ops::RangeInclusive<u32> = 20..=1 << 16;
+
+/// A recorded speed (v3): the median of enough launches, a positive time, a spread.
+fn speed_is_a_measurement(template: &str, s: &Speed) -> Result {
+    let (launches, median, spread) = (s.launches, s.median_us, s.spread_us);
+    if !SPEED_LAUNCHES.contains(&launches)
+        || !(median.is_finite() && median > 0.0)
+        || !(spread.is_finite() && spread >= 0.0)
+    {
+        let what = format!(
+            "speed: {launches} launches, median {median} us, spread {spread} us: {} to {} launches, a finite \
+             median > 0 and a finite spread ≥ 0",
+            SPEED_LAUNCHES.start(),
+            SPEED_LAUNCHES.end()
+        );
+        return Err(E::Unsettled { item: format!("expectation of template `{template}`"), what });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,73 @@
+//! `template=T/speed`: a restored template replays as fast as the original did. The
+//! exporter timed the template's launches in the capturing process; the restore times the
+//! rebuilt one the same way (`gnomon_core::replay::time_launches`). Slower beyond the
+//! noise fails: a restore that loses a launch attribute or an edge's port data can still
+//! give every output bit for bit.
+
+use gnomon_core::format::Speed;
+
+use crate::{measured, Metrics, Verdict};
+
+/// How much slower than the original's median a restored median may be before the
+/// noise allowance, as a fraction: what repeated qualifications of unchanged cores did not
+/// reach (`docs/testing.md`, "The speed rule").
+pub const MARGIN: f64 = 0.05;
+
+/// The verdict on one template: `recorded` is the exporter's speed, `restored` the
+/// restore's (timed only where one was recorded).
+pub fn judged(template: &str, recorded: Option<&Speed>, restored: Option<&Speed>) -> Result<Metrics, Verdict> {
+    let (Some(recorded), Some(restored)) = (recorded, restored) else {
+        return Err(Verdict::Skipped(format!(
+            "the core records no speed for template `{template}`: its exporter did not time its launches"
+        )));
+    };
+    // The noise allowance: the wider of the two runs' spreads (90th less 10th percentile).
+    let allowed = recorded.median_us * (1.0 + MARGIN) + recorded.spread_us.max(restored.spread_us);
+    let metrics = Metrics::from([
+        measured("speed-recorded-median-us", recorded.median_us, "us"),
+        measured("speed-restored-median-us", restored.median_us, "us"),
+        measured("speed-allowed-us", allowed, "us"),
+        measured("speed-ratio", restored.median_us / recorded.median_us, "1"),
+    ]);
+    match restored.median_us <= allowed {
+        true => Ok(metrics),
+        false => Err(Verdict::Failed(format!(
+            "the restored template replays in {:.1} us (median of {} launches), slower than the original's \
+             {:.1} us (median of {}) by more than {:.0} % and the spread ({:.1} us): at most {allowed:.1} us",
+            restored.median_us,
+            restored.launches,
+            recorded.median_us,
+            recorded.launches,
+            MARGIN * 100.0,
+            recorded.spread_us.max(restored.spread_us),
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn speed(median_us: f64, spread_us: f64) -> Speed {
+        Speed { launches: 20, median_us, spread_us }
+    }
+
+    #[test]
+    fn slower_beyond_the_margin_and_the_spread_fails_and_says_by_how_much() {
+        let original = speed(100.0, 2.0);
+        assert!(judged("b1", Some(&original), Some(&speed(107.0, 1.0))).is_ok(), "within 5 % + 2 us");
+        assert!(judged("b1", Some(&original), Some(&speed(90.0, 1.0))).is_ok(), "faster");
+        let Err(Verdict::Failed(why)) = judged("b1", Some(&original), Some(&speed(107.5, 1.0))) else {
+            panic!("107.5 us is beyond 100 × 1.05 + 2");
+        };
+        insta::assert_snapshot!(why, @"the restored template replays in 107.5 us (median of 20 launches), slower than the original's 100.0 us (median of 20) by more than 5 % and the spread (2.0 us): at most 107.0 us");
+        // A noisy restore widens the allowance by its own spread.
+        assert!(judged("b1", Some(&original), Some(&speed(110.0, 5.0))).is_ok());
+    }
+
+    #[test]
+    fn a_core_without_a_recorded_speed_skips_the_case() {
+        let skipped = judged("b1", None, None);
+        assert!(matches!(skipped, Err(Verdict::Skipped(why)) if why.contains("records no speed for template `b1`")));
+    }
+}

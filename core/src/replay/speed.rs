@@ -1,0 +1,77 @@
+//! How fast a template replays: its launches timed by CUDA events around each launch on
+//! the device, each from the loaded state, after a warm-up. The exporter records it in the capturing
+//! process (the kit) and qualification measures a restored template with this same
+//! function, so the two figures differ only by what the restore changed.
+
+use super::LoadedState;
+use crate::{
+    cuda::{Context, GraphExec, Stream},
+    errors::ReplayError,
+    format::Speed,
+};
+
+/// Launches timed: the fewest a recorded speed may be the median of.
+pub const SPEED_LAUNCHES: u32 = *crate::validate::SPEED_LAUNCHES.start();
+/// Launches before the timed ones, so caches and clocks have settled.
+const WARM_UP: u32 = 3;
+
+/// `launches` launches of `exec`, each after `state` was reset (not timed), after a
+/// warm-up. Every launch is enqueued behind the last and the host waits once, at the end,
+/// so each pair of events brackets the device's time for the graph: timed one at a time,
+/// the host's launch counted too, and CUPTI's callbacks, subscribed in a capturing process
+/// the kit records, made the same graph 10 % slower there (on the device: 1 %,
+/// `reports/baselines/h200-sm90-580.159.04-models/speed/`).
+pub fn time_launches(
+    ctx: &Context,
+    exec: &GraphExec,
+    state: &LoadedState,
+    stream: &Stream,
+    launches: u32,
+) -> Result<Speed, ReplayError> {
+    let mut events = Vec::with_capacity((WARM_UP + launches) as usize);
+    for _ in 0..WARM_UP + launches {
+        let (start, end) = (ctx.event()?, ctx.event()?);
+        state.reset(stream)?;
+        stream.record(&start)?;
+        exec.launch(stream)?;
+        stream.record(&end)?;
+        events.push((start, end));
+    }
+    stream.synchronize()?;
+    let mut times_us = Vec::with_capacity(launches as usize);
+    for (start, end) in &events[WARM_UP as usize..] {
+        times_us.push(f64::from(start.elapsed_ms(end)?) * 1e3);
+    }
+    Ok(speed_of(&mut times_us))
+}
+
+/// The median of `times_us` and its spread (the 90th percentile less the 10th, by nearest
+/// rank); `times_us` is sorted.
+fn speed_of(times_us: &mut [f64]) -> Speed {
+    times_us.sort_by(f64::total_cmp);
+    let n = times_us.len();
+    let rank = |p: f64| times_us[((p * n as f64).ceil() as usize).clamp(1, n.max(1)) - 1];
+    let median = match n {
+        0 => 0.0,
+        n if n % 2 == 1 => times_us[n / 2],
+        n => (times_us[n / 2 - 1] + times_us[n / 2]) / 2.0,
+    };
+    let spread_us = if n == 0 { 0.0 } else { rank(0.9) - rank(0.1) };
+    Speed { launches: n as u32, median_us: median, spread_us }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_and_the_spread_between_the_10th_and_90th_percentiles() {
+        let mut times: Vec<f64> = (1..=20).rev().map(f64::from).collect();
+        let speed = speed_of(&mut times);
+        assert_eq!(speed, Speed { launches: 20, median_us: 10.5, spread_us: 18.0 - 2.0 });
+        // One slow outlier moves neither.
+        times[19] = 1e6;
+        assert_eq!(speed_of(&mut times), speed);
+        assert_eq!(speed_of(&mut [5.0, 1.0, 3.0]).median_us, 3.0);
+    }
+}
