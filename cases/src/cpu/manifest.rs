@@ -825,6 +825,19 @@ pub fn cases() -> Vec<Case> {
             draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             accepted(Core::open(root.path()), "a core that asks for an exact match").map(drop)
         }),
+        Case::new("cpu/manifest/speed-at-its-bounds-accepted", CLAIM, |_| {
+            for (launches, median_us, spread_us) in [(20, 1e-3, 0.0), (1 << 16, 1e6, 1e6)] {
+                let root = temp_root()?;
+                let mut draft = CoreDraft::sample();
+                let speed = gnomon_core::format::Speed { launches, median_us, spread_us };
+                draft.manifest.expectations[0].speed = Some(speed);
+                draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+                let core = accepted(Core::open(root.path()), &format!("a core recording the speed {speed:?}"))?;
+                let read = core.manifest().expectations[0].speed;
+                ensure(read == Some(speed), || format!("its speed read back as {read:?}"))?;
+            }
+            Ok(())
+        }),
         Case::new("cpu/manifest/varying-output-accepted", CLAIM, |_| {
             let root = temp_root()?;
             CoreDraft::varying().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;

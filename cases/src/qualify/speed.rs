@@ -56,7 +56,9 @@ mod tests {
     fn slower_beyond_the_margin_and_the_spread_fails_and_says_by_how_much() {
         let original = speed(100.0, 2.0);
         assert!(judged("b1", Some(&original), Some(&speed(107.0, 1.0))).is_ok(), "within 5 % + 2 us");
-        assert!(judged("b1", Some(&original), Some(&speed(90.0, 1.0))).is_ok(), "faster");
+        let faster = judged("b1", Some(&original), Some(&speed(90.0, 1.0))).expect("faster passes");
+        assert_eq!(faster.get("speed-ratio").map(|m| m.value), Some(0.9));
+        assert_eq!(faster.get("speed-allowed-us").map(|m| m.value), Some(107.0));
         let Err(Verdict::Failed(why)) = judged("b1", Some(&original), Some(&speed(107.5, 1.0))) else {
             panic!("107.5 us is beyond 100 × 1.05 + 2");
         };

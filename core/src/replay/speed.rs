@@ -73,5 +73,6 @@ mod tests {
         times[19] = 1e6;
         assert_eq!(speed_of(&mut times), speed);
         assert_eq!(speed_of(&mut [5.0, 1.0, 3.0]).median_us, 3.0);
+        assert_eq!(speed_of(&mut [5.0, 1.0, 3.0, 9.0, 7.0]).median_us, 5.0);
     }
 }
