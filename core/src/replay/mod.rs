@@ -271,7 +271,8 @@ fn upload_while_loading(
     });
     let alongside = stages.seconds(Stage::Poison) + stages.seconds(Stage::Upload);
     stages.add(Stage::ModuleLoad, (started.elapsed().as_secs_f64() - alongside).max(0.0));
-    let (functions, modules_s) = loaded.inspect_err(|_| stages.fail(Stage::ModuleLoad))?;
+    // The modules' case comes before the upload's: their failure is the one told.
+    let (functions, modules_s) = loaded.inspect_err(|_| stages.failed = Some(Stage::ModuleLoad))?;
     stages.modules_s = modules_s;
     Ok((uploaded?, functions))
 }
