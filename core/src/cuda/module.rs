@@ -198,7 +198,7 @@ pub struct Loaded {
 /// integers that only the driver is given until they are owned on the calling thread.
 type RawLoad<E> = std::result::Result<(usize, Result<Vec<usize>>), E>;
 
-/// Loads `images.len()` modules on `threads` threads of `ctx`'s context while `alongside`
+/// Loads `wanted.len()` modules on `threads` threads of `ctx`'s context while `alongside`
 /// runs on this thread, and gets from each module `wanted[i]`'s functions there too: the
 /// driver loads a kernel lazily, when its function is first got, so that is loading as
 /// well. `image(i)` reads (and checks) the i-th image on the loading thread.
