@@ -12,7 +12,7 @@ use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     format::{hash_hex, Expectation, Manifest, OutputDigest, Variation},
-    replay::{time_launches, Checksummer, LoadedState, POISON, SPEED_LAUNCHES},
+    replay::{time_launches, Checksummer, LoadedState, POISON, TIMED_LAUNCHES},
     spread::{Element, Spread},
 };
 use serde::Serialize;
@@ -121,7 +121,7 @@ pub fn expectations(
             };
             outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256, variation });
         }
-        let speed = Some(time_launches(ctx, &exec, &state, &stream, SPEED_LAUNCHES)?);
+        let speed = Some(time_launches(ctx, &exec, &state, &stream, TIMED_LAUNCHES)?);
         expected.expectations.push(Expectation {
             template: name.clone(),
             outputs,

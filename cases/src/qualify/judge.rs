@@ -273,9 +273,10 @@ fn judge_replay(
 /// Every template's speed against the one its exporter recorded.
 fn judge_speeds(v: &mut Verdicts, m: &gnomon_core::format::Manifest, restored: &[(String, Speed)]) {
     let recorded = m.expectations_by_template();
+    let restored: HashMap<&str, &Speed> = restored.iter().map(|(name, s)| (name.as_str(), s)).collect();
     for t in &m.templates {
         let recorded = recorded.get(t.name.as_str()).and_then(|e| e.speed.as_ref());
-        let timed = restored.iter().find(|(name, _)| *name == t.name).map(|(_, s)| s);
+        let timed = restored.get(t.name.as_str()).copied();
         v.set(&format!("template={}/speed", t.name), speed::judged(&t.name, recorded, timed));
     }
 }

@@ -27,7 +27,7 @@ pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::LoadedState;
 pub use rebuild::Functions;
-pub use speed::{time_launches, SPEED_LAUNCHES};
+pub use speed::{time_launches, TIMED_LAUNCHES};
 pub use stage::Stage;
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};

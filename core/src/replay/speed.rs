@@ -1,5 +1,5 @@
-//! How fast a template replays: its launches timed by CUDA events around each launch on
-//! the device, each from the loaded state, after a warm-up. The exporter records it in the capturing
+//! How fast a template replays on the device: its launches timed by CUDA events, each
+//! from the loaded state, after a warm-up. The exporter records it in the capturing
 //! process (the kit) and qualification measures a restored template with this same
 //! function, so the two figures differ only by what the restore changed.
 
@@ -10,17 +10,17 @@ use crate::{
     format::Speed,
 };
 
-/// Launches timed: the fewest a recorded speed may be the median of.
-pub const SPEED_LAUNCHES: u32 = *crate::validate::SPEED_LAUNCHES.start();
+/// Launches an exporter times: the fewest a recorded speed may be the median of.
+pub const TIMED_LAUNCHES: u32 = *crate::validate::SPEED_LAUNCHES.start();
 /// Launches before the timed ones, so caches and clocks have settled.
 const WARM_UP: u32 = 3;
 
 /// `launches` launches of `exec`, each after `state` was reset (not timed), after a
 /// warm-up. Every launch is enqueued behind the last and the host waits once, at the end,
-/// so each pair of events brackets the device's time for the graph: timed one at a time,
-/// the host's launch counted too, and CUPTI's callbacks, subscribed in a capturing process
-/// the kit records, made the same graph 10 % slower there (on the device: 1 %,
-/// `reports/baselines/h200-sm90-580.159.04-models/speed/`).
+/// so each pair of events brackets the device's time alone. Timed one at a time, the
+/// host's launch would count too, and in a process CUPTI watches (the kit's) that made
+/// the same graph 5-10 % slower while its device time stayed within 1 %
+/// (`reports/baselines/h200-sm90-580.159.04-models/speed/`).
 pub fn time_launches(
     ctx: &Context,
     exec: &GraphExec,
