@@ -112,6 +112,11 @@ def decoder_graphs(model, cfg, batches, context):
     pool = gt.graph_pool()
     graphs, outputs, caches, inputs = {}, {}, {}, {}
     warm, capture = 0.0, 0.0
+    # Every batch warms up and is captured on one stream, as vLLM's graph_capture() does:
+    # blocks a warm-up freed are cached for that stream only, and under the kit PyTorch
+    # cannot empty a live pool's cache before a capture, so a stream per batch would keep
+    # each batch's warm-up blocks (hf-corpus/reserved/README.md).
+    side = torch.cuda.Stream()
     for b in sorted(batches, reverse=True):
         name = f"b{b}"
         cache = static_cache(cfg, b, context + 8)
@@ -128,7 +133,6 @@ def decoder_graphs(model, cfg, batches, context):
             return logits, logits.argmax(-1)
 
         started = time.perf_counter()
-        side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.no_grad(), torch.cuda.stream(side):
             for _ in range(2):
@@ -139,7 +143,7 @@ def decoder_graphs(model, cfg, batches, context):
         warm += time.perf_counter() - started
         started = time.perf_counter()
         g = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.no_grad(), torch.cuda.graph(g, pool=pool):
+        with torch.no_grad(), torch.cuda.graph(g, pool=pool, stream=side):
             logits, token = step()
         capture += time.perf_counter() - started
         graphs[name] = g

@@ -6,13 +6,15 @@ use std::{collections::HashMap, path::Path, time::Instant};
 
 use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
-    errors::FlagsError,
+    errors::{FlagsError, ReplayError},
     export::{Exporter, ModuleImage},
     flags::resolve,
     format::{
-        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, Producer, RecordedFlags,
+        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, Producer,
+        RecordedFlags, Speed,
     },
     params::ParamBlob,
+    replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
     shards::{plan, ShardCap, MIB},
 };
 use gnomon_fixtures::{
@@ -146,7 +148,9 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
     }
     lowest_free = lowest_free.min(free(&ctx)?);
     let export_s = started.elapsed().as_secs_f64();
-    for expectation in original_run(w, &session, &inits, &buffers)? {
+    let mut speeds = time_templates(&ctx, &exporter, &templates)?;
+    for mut expectation in original_run(w, &session, &inits, &buffers)? {
+        expectation.speed = speeds.remove(&expectation.template);
         exporter.expect(expectation);
     }
     let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
@@ -358,6 +362,25 @@ fn original_run(
         });
     }
     Ok(expectations)
+}
+
+/// Each template's speed, timed from the core's state (the arena as snapshotted, what it
+/// does not store poisoned) by the function replay times a restored template with.
+fn time_templates(
+    ctx: &Context,
+    exporter: &Exporter,
+    templates: &[(String, u64, RetainedGraph)],
+) -> Result<HashMap<String, Speed>, Verdict> {
+    let timing = |e: ReplayError| Verdict::Blocked(format!("time the templates: {e}"));
+    let state = LoadedState::keep(ctx, exporter.manifest(), None).map_err(timing)?;
+    state.fill_unstored(POISON).map_err(timing)?;
+    let stream = ctx.stream().map_err(blocked("time the templates"))?;
+    let mut speeds = HashMap::new();
+    for (name, flags, graph) in templates {
+        let exec = graph.instantiate(*flags).map_err(blocked("instantiate to time"))?;
+        speeds.insert(name.clone(), time_launches(ctx, &exec, &state, &stream, TIMED_LAUNCHES).map_err(timing)?);
+    }
+    Ok(speeds)
 }
 
 /// What a serving stack does at start-up without a core, once its weights are in place:
