@@ -108,50 +108,58 @@ def rewind(cache, length):
 
 def decoder_graphs(model, cfg, batches, context):
     """One decode step per batch size, captured largest first into one pool."""
-    vocab = cfg.vocab_size
     pool = gt.graph_pool()
     graphs, outputs, caches, inputs = {}, {}, {}, {}
     warm, capture = 0.0, 0.0
-    # Every batch warms up and is captured on one stream, as vLLM's graph_capture() does:
-    # blocks a warm-up freed are cached for that stream only, and under the kit PyTorch
-    # cannot empty a live pool's cache before a capture, so a stream per batch would keep
-    # each batch's warm-up blocks (hf-corpus/reserved/README.md).
+    # Every batch is prefilled, warmed up and captured on one stream, as vLLM's
+    # graph_capture() does: blocks freed on a stream are cached for that stream only, and
+    # under the kit PyTorch cannot empty a live pool's cache before a capture, so a stream
+    # per batch kept each batch's warm-up blocks (hf-corpus/reserved/README.md).
     side = torch.cuda.Stream()
-    for b in sorted(batches, reverse=True):
-        name = f"b{b}"
-        cache = static_cache(cfg, b, context + 8)
-        prompt = torch.randint(0, vocab, (b, context), device="cuda")
-        with torch.no_grad():
-            model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
-                  use_cache=True)
-        tokens = torch.randint(0, vocab, (b, 1), device="cuda")
-        position = torch.tensor([context], device="cuda")
-
-        def step():
-            out = model(input_ids=tokens, past_key_values=cache, cache_position=position, use_cache=True)
-            logits = out.logits[:, -1]
-            return logits, logits.argmax(-1)
-
-        started = time.perf_counter()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.no_grad(), torch.cuda.stream(side):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        rewind(cache, context)
-        torch.cuda.synchronize()
-        warm += time.perf_counter() - started
-        started = time.perf_counter()
-        g = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.no_grad(), torch.cuda.graph(g, pool=pool, stream=side):
-            logits, token = step()
-        capture += time.perf_counter() - started
-        graphs[name] = g
-        outputs[name] = {"logits": logits, "next-token": token}
-        caches[name] = cache_tensors(cache)
-        inputs[f"{name}/tokens"] = tokens
-        inputs[f"{name}/position"] = position
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for b in sorted(batches, reverse=True):
+            timings = capture_batch(model, cfg, b, context, pool, side, graphs, outputs, caches, inputs)
+            warm, capture = warm + timings[0], capture + timings[1]
+    torch.cuda.current_stream().wait_stream(side)
     return graphs, outputs, caches, inputs, {"warm-up-s": warm, "capture-s": capture}
+
+
+def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches, inputs):
+    """Prefills a static cache of batch `b`, warms the decode step up twice and captures it
+    on `stream`; returns the seconds warming up and capturing took."""
+    name = f"b{b}"
+    cache = static_cache(cfg, b, context + 8)
+    prompt = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
+    with torch.no_grad():
+        model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
+              use_cache=True)
+    tokens = torch.randint(0, cfg.vocab_size, (b, 1), device="cuda")
+    position = torch.tensor([context], device="cuda")
+
+    def step():
+        out = model(input_ids=tokens, past_key_values=cache, cache_position=position, use_cache=True)
+        logits = out.logits[:, -1]
+        return logits, logits.argmax(-1)
+
+    started = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(2):
+            step()
+    rewind(cache, context)
+    torch.cuda.synchronize()
+    warm = time.perf_counter() - started
+    started = time.perf_counter()
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.no_grad(), torch.cuda.graph(g, pool=pool, stream=stream):
+        logits, token = step()
+    capture = time.perf_counter() - started
+    graphs[name] = g
+    outputs[name] = {"logits": logits, "next-token": token}
+    caches[name] = cache_tensors(cache)
+    inputs[f"{name}/tokens"] = tokens
+    inputs[f"{name}/position"] = position
+    return warm, capture
 
 
 def encoder_graphs(model, cfg, batches, context):
