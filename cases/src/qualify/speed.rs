@@ -12,6 +12,10 @@ use crate::{measured, Metrics, Verdict};
 /// noise allowance, as a fraction: what repeated qualifications of unchanged cores did not
 /// reach (`docs/testing.md`, "The speed rule").
 pub const MARGIN: f64 = 0.05;
+/// Added to every allowance: two CUDA events bracket a launch, each read to about 0.5 µs
+/// (the driver API's documentation of `cuEventElapsedTime`). Graphs of a few µs moved by
+/// up to 0.7 µs between qualifications of one core on the H200, where 5 % is 0.3 µs.
+pub const RESOLUTION_US: f64 = 1.0;
 
 /// The verdict on one template: `recorded` is the exporter's speed, `restored` the
 /// restore's (timed only where one was recorded).
@@ -21,8 +25,10 @@ pub fn judged(template: &str, recorded: Option<&Speed>, restored: Option<&Speed>
             "the core records no speed for template `{template}`: its exporter did not time its launches"
         )));
     };
-    // The noise allowance: the wider of the two runs' spreads (90th less 10th percentile).
-    let allowed = recorded.median_us * (1.0 + MARGIN) + recorded.spread_us.max(restored.spread_us);
+    // The noise allowance: the wider of the two runs' spreads (90th less 10th percentile)
+    // and the events' resolution.
+    let noise = recorded.spread_us.max(restored.spread_us) + RESOLUTION_US;
+    let allowed = recorded.median_us * (1.0 + MARGIN) + noise;
     let metrics = Metrics::from([
         measured("speed-recorded-median-us", recorded.median_us, "us"),
         measured("speed-restored-median-us", restored.median_us, "us"),
@@ -33,13 +39,13 @@ pub fn judged(template: &str, recorded: Option<&Speed>, restored: Option<&Speed>
         true => Ok(metrics),
         false => Err(Verdict::Failed(format!(
             "the restored template replays in {:.1} us (median of {} launches), slower than the original's \
-             {:.1} us (median of {}) by more than {:.0} % and the spread ({:.1} us): at most {allowed:.1} us",
+             {:.1} us (median of {}) by more than {:.0} % and the noise ({noise:.1} us: the wider spread and \
+             the events' resolution): at most {allowed:.1} us",
             restored.median_us,
             restored.launches,
             recorded.median_us,
             recorded.launches,
             MARGIN * 100.0,
-            recorded.spread_us.max(restored.spread_us),
         ))),
     }
 }
@@ -55,16 +61,25 @@ mod tests {
     #[test]
     fn slower_beyond_the_margin_and_the_spread_fails_and_says_by_how_much() {
         let original = speed(100.0, 2.0);
-        assert!(judged("b1", Some(&original), Some(&speed(107.0, 1.0))).is_ok(), "within 5 % + 2 us");
+        assert!(judged("b1", Some(&original), Some(&speed(108.0, 1.0))).is_ok(), "within 5 % + 2 us + 1 us");
         let faster = judged("b1", Some(&original), Some(&speed(90.0, 1.0))).expect("faster passes");
         assert_eq!(faster.get("speed-ratio").map(|m| m.value), Some(0.9));
-        assert_eq!(faster.get("speed-allowed-us").map(|m| m.value), Some(107.0));
-        let Err(Verdict::Failed(why)) = judged("b1", Some(&original), Some(&speed(107.5, 1.0))) else {
-            panic!("107.5 us is beyond 100 × 1.05 + 2");
+        assert_eq!(faster.get("speed-allowed-us").map(|m| m.value), Some(108.0));
+        let Err(Verdict::Failed(why)) = judged("b1", Some(&original), Some(&speed(108.5, 1.0))) else {
+            panic!("108.5 us is beyond 100 × 1.05 + 2 + 1");
         };
-        insta::assert_snapshot!(why, @"the restored template replays in 107.5 us (median of 20 launches), slower than the original's 100.0 us (median of 20) by more than 5 % and the spread (2.0 us): at most 107.0 us");
+        insta::assert_snapshot!(why, @"the restored template replays in 108.5 us (median of 20 launches), slower than the original's 100.0 us (median of 20) by more than 5 % and the noise (3.0 us: the wider spread and the events' resolution): at most 108.0 us");
         // A noisy restore widens the allowance by its own spread.
         assert!(judged("b1", Some(&original), Some(&speed(110.0, 5.0))).is_ok());
+    }
+
+    #[test]
+    fn a_graph_of_a_few_microseconds_is_allowed_the_events_resolution_but_not_a_lost_overlap() {
+        // Figures of the H200 baseline: `priorities` (5.5 us recorded, 6.1 us restored) and
+        // `programmatic-launch` restored without its programmatic edge (14.9 us, 25.6 us).
+        assert!(judged("steps", Some(&speed(5.5, 0.2)), Some(&speed(6.1, 0.2))).is_ok());
+        assert!(judged("steps", Some(&speed(5.5, 0.2)), Some(&speed(7.0, 0.2))).is_err());
+        assert!(judged("produce-consume", Some(&speed(14.9, 0.6)), Some(&speed(25.6, 0.9))).is_err());
     }
 
     #[test]
