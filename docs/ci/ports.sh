@@ -6,6 +6,7 @@ port_command() {
     moe-deterministic) echo python/ports/moe.py --deterministic ;;
     qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
     hf-no-cudnn-*) echo python/ports/hf.py --model "${1#hf-no-cudnn-}" --no-cudnn-attention ;;
+    hf-rival-*) echo python/ports/hf.py --model "${1#hf-rival-}" --cold-start-rival ;;
     hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;
     hf32-*) echo python/ports/hf.py --model "${1#hf32-}" --layers 1 --batches "$(seq -s, 32 -1 1)" ;;
     *) echo "unknown port $1" >&2; return 1 ;;

@@ -15,6 +15,10 @@ capture `model.forward` over a fixed-length batch.
 import argparse
 import inspect
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import torch
@@ -58,7 +62,9 @@ ENCODERS = {
 }
 
 
-def build(name, layers=None):
+def build(name, layers=None, weights=None):
+    """The model with random weights (seeded, so every process builds the same), or with
+    those `save_pretrained` wrote to the directory `weights`."""
     import transformers
 
     cls, kwargs = {**DECODERS, **ENCODERS}[name]
@@ -66,9 +72,32 @@ def build(name, layers=None):
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     auto = transformers.AutoModel if name in ENCODERS else transformers.AutoModelForCausalLM
+    if weights:
+        return auto.from_pretrained(weights, config=cfg, dtype=DTYPE, device_map="cuda").eval(), cfg
     with torch.device("cuda"):
         model = auto.from_config(cfg, dtype=DTYPE).eval()
     return model, cfg
+
+
+def cold_start_rival(a):
+    """Seconds a fresh process takes to get where an export's process gets before it
+    exports: start Python, import torch and transformers, load the weights from
+    safetensors files, warm up and capture every batch size, on PyTorch's own allocator.
+    The fair rival of restoring the core. Run before this process touches CUDA: one
+    process writes the weights, then the rival is timed from its start to its last capture."""
+    shape = ["--model", a.model, "--batches", a.batches, "--context", str(a.context), "--arena", "none",
+             "--out", os.devnull]
+    shape += ["--layers", str(a.layers)] if a.layers else []
+    shape += ["--no-cudnn-attention"] if a.no_cudnn_attention else []
+    shape += ["--deterministic"] if a.deterministic else []
+    run = [sys.executable, os.path.abspath(__file__), *shape]
+    with tempfile.TemporaryDirectory() as weights:
+        subprocess.run([*run, "--save-weights", weights], check=True, stdout=subprocess.DEVNULL)
+        ready = os.path.join(weights, "ready")
+        started = time.time()
+        subprocess.run([*run, "--weights", weights, "--ready-file", ready], check=True, stdout=subprocess.DEVNULL)
+        with open(ready) as f:
+            return float(f.read()) - started
 
 
 def static_cache(cfg, batch, length):
@@ -221,19 +250,36 @@ def main():
                    help="replay each graph from its named state three times and say what changed")
     p.add_argument("--replays", type=int, default=0,
                    help="replay each graph this many times in PyTorch before the export")
+    p.add_argument("--cold-start-rival", action="store_true",
+                   help="first time a fresh process that loads these weights from files, warms up and captures "
+                        "(PyTorch alone): the core records it as cold-start-s, and qualify its cold-start-speedup")
+    p.add_argument("--weights", help="load the weights save_pretrained wrote to this directory")
+    p.add_argument("--save-weights", help=argparse.SUPPRESS)
+    p.add_argument("--ready-file", help=argparse.SUPPRESS)
     p.add_argument("--out", required=True)
     p.add_argument("--summary")
     a = p.parse_args()
+    rival_s = cold_start_rival(a) if a.cold_start_rival else None
     if a.deterministic:
         gt.deterministic()
     if a.no_cudnn_attention:
         torch.backends.cuda.enable_cudnn_sdp(False)
     if a.arena != "none":
         gt.use_arena(a.arena)
-    model, cfg = build(a.model, a.layers)
+    model, cfg = build(a.model, a.layers, a.weights)
+    if a.save_weights:
+        model.save_pretrained(a.save_weights)
+        return
     batches = [int(b) for b in a.batches.split(",")]
     capture = encoder_graphs if a.model in ENCODERS else decoder_graphs
     graphs, outputs, caches, inputs, seconds = capture(model, cfg, batches, a.context)
+    if a.ready_file:  # the cold-start rival, ready once every batch size is captured
+        torch.cuda.synchronize()
+        with open(a.ready_file, "w") as f:
+            f.write(repr(time.time()))
+        return
+    if rival_s is not None:
+        seconds["cold-start-s"] = rival_s
     for g in graphs.values():
         for _ in range(a.replays):
             g.replay()

@@ -2,7 +2,7 @@
 //! exported expectations and within tolerance against the CPU reference the core names.
 //! Also the bodies of `gnomon replay` and `gnomon export`.
 
-use std::{path::Path, time::Instant};
+use std::{collections::BTreeMap, path::Path, time::Instant};
 
 use gnomon_core::{
     cuda::{Context, CudaError},
@@ -108,6 +108,17 @@ pub fn replay_and_check(
     Ok(metrics)
 }
 
+/// The producer second a port's exporter records for its cold-start rival
+/// (`python/ports/hf.py --cold-start-rival`).
+const COLD_START_RIVAL: &str = "cold-start-s";
+
+/// `cold-start-speedup` of a restore ready in `total` seconds, where the producer timed
+/// its rival; above 1 the core wins.
+fn rival_speedup(producer: &BTreeMap<String, f64>, total: f64) -> Option<(String, Metric)> {
+    let rival = producer.get(COLD_START_RIVAL)?;
+    Some(measured("cold-start-speedup", rival / total, "1"))
+}
+
 /// Stage timings and the scale metrics of a restore; the floors only where measured.
 pub(crate) fn replay_metrics(
     core: &Core,
@@ -135,8 +146,11 @@ pub(crate) fn replay_metrics(
         measured("upload-gbps", upload_gbps, "GB/s"),
         measured("restore-upload-pinning-s", report.uploaded.pinning_s, "s"),
     ]);
-    // What the producing process spent, beside what the restore spends (v3).
+    // What the producing process spent, beside what the restore spends (v3), and where
+    // its exporter timed the fair rival (a fresh process that loads the weights from
+    // files, warms up and captures), how much sooner the restore is ready.
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
+    metrics.extend(rival_speedup(&m.producer_seconds, total));
     // The time spent building and the instantiation left once the last template was
     // built make them ready. Modules load on threads of their own during the upload:
     // `module-load` is what the restore waited for them after it, this their own time.
@@ -304,4 +318,18 @@ pub(super) fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) ->
         }
     }
     outcome.exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_rival_gives_the_cold_start_speedup_and_none_gives_none() {
+        let mut producer = BTreeMap::from([("warm-up-s".to_owned(), 1.5)]);
+        assert!(rival_speedup(&producer, 0.5).is_none());
+        producer.insert(COLD_START_RIVAL.into(), 12.0);
+        let (name, metric) = rival_speedup(&producer, 0.5).expect("a rival was timed");
+        assert_eq!((name.as_str(), metric.value), ("cold-start-speedup", 24.0));
+    }
 }
