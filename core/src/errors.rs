@@ -249,6 +249,22 @@ pub enum TensorParallelError {
     PeerUnused { rank: u32, index: usize, peer: u32, end: u64, used: u64 },
 }
 
+/// Rank processes meeting to share their memory (`crate::rendezvous`).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RendezvousError {
+    #[error("rank {peer} did not open {} within {waited_s:.1} s: it never started, or failed before it could share its memory", socket.display())]
+    PeerAbsent { peer: u32, socket: std::path::PathBuf, waited_s: f64 },
+    #[error("rank {peer} maps rank {rank}'s memory but did not ask for it within {waited_s:.1} s")]
+    PeerNeverAsked { peer: u32, rank: u32, waited_s: f64 },
+    #[error("rank {peer}: {what}")]
+    Protocol { peer: u32, what: String },
+    #[error("{count} allocations to share, more than one message carries ({max})", max = crate::rendezvous::MAX_FDS)]
+    TooMany { count: usize },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
 /// A call into the CUDA driver or NVRTC that did not do what was asked.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -23,6 +23,7 @@ pub mod format;
 pub mod page_cache;
 pub mod params;
 pub mod record;
+pub mod rendezvous;
 pub mod replay;
 pub mod shards;
 pub mod spread;
