@@ -7,8 +7,9 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     io::{ErrorKind, IoSlice, IoSliceMut, Read, Write},
+    mem::MaybeUninit,
     os::{
-        fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+        fd::{BorrowedFd, OwnedFd},
         unix::net::{UnixListener, UnixStream},
     },
     path::{Path, PathBuf},
@@ -16,7 +17,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr};
+use rustix::{
+    io::Errno,
+    net::{
+        recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+        SendAncillaryMessage, SendFlags,
+    },
+};
 
 use crate::errors::RendezvousError as E;
 
@@ -129,10 +136,12 @@ impl Meeting<'_> {
 /// One message: this rank and the count, with the descriptors attached.
 fn send(stream: &UnixStream, rank: u32, offered: &[BorrowedFd<'_>]) -> Result<(), E> {
     let header = [rank.to_le_bytes(), (offered.len() as u32).to_le_bytes()].concat();
-    let fds: Vec<RawFd> = offered.iter().map(AsRawFd::as_raw_fd).collect();
-    let rights = [ControlMessage::ScmRights(&fds)];
-    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-    sendmsg::<UnixAddr>(stream.as_raw_fd(), &[IoSlice::new(&header)], cmsgs, MsgFlags::empty(), None)
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(offered.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !offered.is_empty() && !control.push(SendAncillaryMessage::ScmRights(offered)) {
+        return Err(E::TooMany { count: offered.len() });
+    }
+    sendmsg(stream, &[IoSlice::new(&header)], &mut control, SendFlags::empty())
         .map_err(|e| io("send the descriptors".into())(e.into()))?;
     Ok(())
 }
@@ -140,25 +149,21 @@ fn send(stream: &UnixStream, rank: u32, offered: &[BorrowedFd<'_>]) -> Result<()
 /// The message [`send`] sent, checked: from `peer`, with as many descriptors as it says.
 fn receive(stream: &UnixStream, peer: u32) -> Result<Vec<OwnedFd>, E> {
     let mut header = [0u8; 8];
-    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
-    let mut fds = Vec::new();
-    let bytes = {
-        let mut iov = [IoSliceMut::new(&mut header)];
-        let message = recvmsg::<UnixAddr>(stream.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .map_err(|e| match e {
-            nix::errno::Errno::EAGAIN => {
-                E::Protocol { peer, what: "accepted the call and sent nothing in time".into() }
-            }
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let message = recvmsg(stream, &mut [IoSliceMut::new(&mut header)], &mut control, RecvFlags::CMSG_CLOEXEC)
+        .map_err(|e| match e {
+            Errno::AGAIN => E::Protocol { peer, what: "accepted the call and sent nothing in time".into() },
             e => io(format!("receive rank {peer}'s descriptors"))(e.into()),
         })?;
-        for cmsg in message.cmsgs().map_err(|e| io(format!("receive rank {peer}'s descriptors"))(e.into()))? {
-            if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                // SAFETY: descriptors the kernel just installed in this process for us alone.
-                fds.extend(raw.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
-            }
-        }
-        message.bytes
-    };
+    let fds: Vec<OwnedFd> = control
+        .drain()
+        .flat_map(|cmsg| match cmsg {
+            RecvAncillaryMessage::ScmRights(fds) => fds.collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let bytes = message.bytes;
     let field = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
     if bytes != header.len() || field(0) != peer || field(4) as usize != fds.len() {
         return Err(E::Protocol {
