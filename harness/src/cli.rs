@@ -79,6 +79,9 @@ pub enum Command {
     /// files: the rival a restore is timed against (a child of the replay cases).
     #[command(name = "__cold-start", hide = true)]
     ColdStart(ColdStartArgs),
+    /// One rank of two mapping each other's memory on one GPU (a child of `replay/peers/`).
+    #[command(name = "__peer-probe", hide = true)]
+    PeerProbe(PeerProbeArgs),
     /// Run one case in this process and write its record (used by `run` for isolation).
     #[command(name = "__run-case", hide = true)]
     RunCase(RunCaseArgs),
@@ -301,6 +304,16 @@ pub struct ColdStartArgs {
     pub workload: String,
     /// The core directory whose shard files hold the weights.
     pub core: PathBuf,
+    #[arg(long)]
+    pub result: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PeerProbeArgs {
+    #[arg(long)]
+    pub rank: u32,
+    /// The directory both ranks meet in.
+    pub dir: PathBuf,
     #[arg(long)]
     pub result: Option<PathBuf>,
 }

@@ -49,6 +49,9 @@ fn run(cli: Cli) -> i32 {
         Command::ColdStart(args) => {
             gnomon_cases::replay::cold_start_command(&args.workload, &args.core, args.result.as_deref())
         }
+        Command::PeerProbe(args) => {
+            gnomon_cases::replay::peer_probe_command(args.rank, &args.dir, args.result.as_deref())
+        }
         Command::RunCase(args) => gnomon::runner::child_main(&args.case, &args.result_file),
     }
 }

@@ -6,6 +6,7 @@
 mod bad_core;
 mod cold_start;
 pub(crate) mod native;
+mod peers;
 mod pipeline;
 mod reservation;
 mod upload;
@@ -21,6 +22,7 @@ use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use cold_start::cold_start_command;
 pub use native::{export_command, replay_command, StepOutcome};
+pub use peers::peer_probe_command;
 pub use pipeline::ExportOptions;
 use pipeline::{export, Handover};
 
@@ -57,6 +59,7 @@ pub fn cases(nightly: bool) -> Vec<Case> {
     }
     cases.extend(bad_core::cases());
     cases.extend(reservation::cases());
+    cases.extend(peers::cases());
     cases.extend(upload::cases());
     cases
 }

@@ -1,6 +1,13 @@
 //! The fixed-address arena: per shard one `cuMemAddressReserve` at its exact address, one
 //! `cuMemCreate`, one `cuMemMap`. The driver treats the address as a hint, so every
-//! reservation is compared with the address asked for and refused on a mismatch.
+//! reservation is compared with the address asked for and refused on a mismatch. The
+//! ranks of a rank set create theirs shareable, hand each other the shards as POSIX file
+//! descriptors (`crate::rendezvous`) and map a peer's at a fixed address of their own.
+
+use std::{
+    ffi::{c_int, c_void},
+    os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
+};
 
 use cudarc::driver::sys;
 
@@ -50,6 +57,16 @@ impl ArenaMapping {
     /// over its first `backed` bytes (a multiple of the granularity, possibly 0): the
     /// reservation is address space only, the memory is what a core uses.
     pub fn map_parts(ctx: &Context, shards: &[(u64, u64, u64)]) -> Result<Self> {
+        Self::map_with(ctx, shards, Sharing::Private)
+    }
+
+    /// [`Self::map_parts`] with memory other processes may map: each shard's
+    /// [`MappedShard::export`] gives it as a file descriptor. Not yet run on a GPU.
+    pub fn map_shareable(ctx: &Context, shards: &[(u64, u64, u64)]) -> Result<Self> {
+        Self::map_with(ctx, shards, Sharing::PosixFd)
+    }
+
+    fn map_with(ctx: &Context, shards: &[(u64, u64, u64)], sharing: Sharing) -> Result<Self> {
         ctx.settle()?;
         let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()) };
         for &(address, size, backed) in shards {
@@ -58,7 +75,7 @@ impl ArenaMapping {
                 continue;
             }
             let shard = arena.shards.last_mut().expect("just pushed");
-            shard.handle = Some(create(ctx, backed)?);
+            shard.handle = Some(create(ctx, backed, sharing)?);
             // SAFETY: the range is reserved by us and the handle covers `backed` ≤ `size` bytes.
             check("cuMemMap", unsafe {
                 sys::cuMemMap(address, backed as usize, 0, shard.handle.expect("set above"), 0)
@@ -88,6 +105,52 @@ impl ArenaMapping {
     }
 }
 
+impl MappedShard {
+    /// This shard's device memory as a POSIX file descriptor, for a peer process to map
+    /// ([`map_peer`]); only a shard of [`ArenaMapping::map_shareable`] has one.
+    pub fn export(&self) -> Result<OwnedFd> {
+        let handle = self.handle.ok_or_else(|| {
+            CudaError::Unsupported(format!("the shard at {:#x} has no device memory to share", self.address))
+        })?;
+        let mut fd: c_int = -1;
+        // SAFETY: writes one descriptor, owned from here by the value returned.
+        check("cuMemExportToShareableHandle", unsafe {
+            sys::cuMemExportToShareableHandle((&mut fd as *mut c_int).cast(), handle, POSIX_FD, 0)
+        })?;
+        // SAFETY: the driver just opened `fd` for this process and gave it to us alone.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// Maps a peer's device memory, given as the file descriptor its [`MappedShard::export`]
+/// made, at exactly `address` for `size` bytes with access for this context's device.
+/// Unmapped and released when dropped. Not yet run on a GPU.
+pub fn map_peer(ctx: &Context, address: u64, size: u64, fd: BorrowedFd<'_>) -> Result<MappedShard> {
+    ctx.settle()?;
+    let mut shard = reserve_exact(ctx, address, size)?;
+    let mut handle = 0;
+    // SAFETY: writes one handle, released by the shard's `Drop`; a POSIX descriptor is
+    // passed as its value in the pointer.
+    check("cuMemImportFromShareableHandle", unsafe {
+        sys::cuMemImportFromShareableHandle(&mut handle, fd.as_raw_fd() as usize as *mut c_void, POSIX_FD)
+    })?;
+    shard.handle = Some(handle);
+    // SAFETY: the range is reserved by us and the imported allocation is `size` bytes.
+    check("cuMemMap", unsafe { sys::cuMemMap(address, size as usize, 0, handle, 0) })?;
+    (shard.mapped, shard.backed) = (true, size);
+    grant_access(ctx, address, size)?;
+    Ok(shard)
+}
+
+/// Whether a shard's memory may leave this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sharing {
+    Private,
+    PosixFd,
+}
+
+const POSIX_FD: sys::CUmemAllocationHandleType = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
 /// Reserves `size` bytes at `address`; a reservation placed elsewhere is freed and refused.
 fn reserve_exact(ctx: &Context, address: u64, size: u64) -> Result<MappedShard> {
     let mut got = 0;
@@ -110,8 +173,11 @@ fn allocation_prop(ctx: &Context) -> sys::CUmemAllocationProp {
     prop
 }
 
-fn create(ctx: &Context, size: u64) -> Result<sys::CUmemGenericAllocationHandle> {
-    let prop = allocation_prop(ctx);
+fn create(ctx: &Context, size: u64, sharing: Sharing) -> Result<sys::CUmemGenericAllocationHandle> {
+    let mut prop = allocation_prop(ctx);
+    if sharing == Sharing::PosixFd {
+        prop.requestedHandleTypes = POSIX_FD;
+    }
     let mut handle = 0;
     // SAFETY: `prop` is initialised; the handle is released in `MappedShard::drop`.
     check("cuMemCreate", unsafe { sys::cuMemCreate(&mut handle, size as usize, &prop, 0) })?;

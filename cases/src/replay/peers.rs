@@ -1,0 +1,133 @@
+//! `replay/peers/`: the ranks of a rank set map each other's memory, two processes on one
+//! GPU (issue 27). Each rank maps a shareable allocation at its own fixed address and fills
+//! it with its pattern, hands it to the other as a file descriptor (`rendezvous`), maps
+//! the other's at a fixed window of its own and reads it back. A second meeting keeps
+//! each alive until the other has read. Written before a GPU could run it.
+
+use std::{
+    collections::BTreeSet,
+    os::fd::AsFd,
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use gnomon_core::{
+    cuda::{map_peer, ArenaMapping, Context, CudaError},
+    rendezvous::Meeting,
+};
+
+use super::{
+    native::{finish, StepOutcome},
+    pipeline::ARENA_BASE,
+    scratch,
+};
+use crate::{measured, Case, Metrics, Verdict};
+
+const CLAIM: &str = "peer-mapping";
+/// How long a rank waits for the other at each meeting.
+const MEETING_LIMIT: Duration = Duration::from_secs(20);
+/// Where rank R's own allocation lies: apart from any core's arena.
+const RANK_BASE: [u64; 2] = [ARENA_BASE + (16 << 30), ARENA_BASE + (32 << 30)];
+/// Where a rank maps its peer's allocation: this far above its own.
+const WINDOW_OFFSET: u64 = 4 << 30;
+
+pub fn cases() -> Vec<Case> {
+    vec![Case::gpu("replay/peers/two-ranks-one-gpu", CLAIM, |ctx| {
+        let tmp = scratch()?;
+        let exe = std::env::current_exe().map_err(|e| Verdict::Blocked(format!("the gnomon binary: {e}")))?;
+        let ranks: Vec<_> = (0..2u32)
+            .map(|rank| {
+                let result = tmp.path().join(format!("rank-{rank}.json"));
+                let child = Command::new(&exe)
+                    .args(["__peer-probe", "--rank", &rank.to_string()])
+                    .arg(tmp.path())
+                    .arg("--result")
+                    .arg(&result)
+                    .spawn();
+                (rank, child, result)
+            })
+            .collect();
+        let mut metrics = Metrics::new();
+        let mut first_failure = None;
+        for (rank, child, result) in ranks {
+            let status = child.and_then(|mut c| c.wait());
+            let read = std::fs::read_to_string(&result).ok().and_then(|t| serde_json::from_str::<StepOutcome>(&t).ok());
+            let outcome = read.unwrap_or_else(|| StepOutcome {
+                reason: Some(format!("gave no result ({status:?})")),
+                ..Default::default()
+            });
+            let named = outcome.metrics.into_iter().map(|(name, m)| (format!("rank-{rank}-{name}"), m));
+            let outcome = StepOutcome { metrics: named.collect(), ..outcome };
+            if let Err(e) = outcome.into_result(&mut metrics) {
+                first_failure.get_or_insert((rank, e));
+            }
+        }
+        ctx.metrics(metrics);
+        match first_failure {
+            None => Ok(()),
+            Some((rank, Verdict::Blocked(why))) => Err(Verdict::Blocked(format!("rank {rank}: {why}"))),
+            Some((rank, e)) => Err(Verdict::Failed(format!("rank {rank}: {}", e.into_status().1))),
+        }
+    })]
+}
+
+/// `gnomon __peer-probe --rank R DIR`: one rank of [`cases`]; the outcome goes to `result`.
+pub fn peer_probe_command(rank: u32, dir: &Path, result: Option<&Path>) -> i32 {
+    finish(StepOutcome::new(probe(rank, dir)), result, &format!("rank {rank} of the peer probe"))
+}
+
+fn failed(what: &'static str) -> impl Fn(CudaError) -> Verdict {
+    move |e| Verdict::Failed(format!("{what}: {e}"))
+}
+
+fn pattern(rank: u32) -> u8 {
+    0x10 + rank as u8
+}
+
+fn probe(rank: u32, dir: &Path) -> Result<Metrics, Verdict> {
+    let peer = match rank {
+        0 | 1 => 1 - rank,
+        other => return Err(Verdict::Blocked(format!("rank {other}: the probe has ranks 0 and 1"))),
+    };
+    let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
+    let size = ArenaMapping::granularity(&ctx).map_err(failed("granularity"))?;
+    let base = RANK_BASE[rank as usize];
+    let own = ArenaMapping::map_shareable(&ctx, &[(base, size, size)]).map_err(failed("map shareable memory"))?;
+    let stream = ctx.stream().map_err(failed("stream"))?;
+    // SAFETY: `size` bytes at `base` were mapped just above.
+    unsafe { stream.memset_u8(base, pattern(rank), size) }.map_err(failed("fill"))?;
+    stream.synchronize().map_err(failed("fill"))?;
+    let exported = own.shards()[0].export().map_err(failed("export the allocation"))?;
+    let other = BTreeSet::from([peer]);
+    // Two meetings, each in a directory of its own: a rank still serving the first must
+    // not be asked for the second.
+    let (share, done) = (dir.join("share"), dir.join("done"));
+    for at in [&share, &done] {
+        std::fs::create_dir_all(at).map_err(|e| Verdict::Blocked(format!("meeting directory: {e}")))?;
+    }
+    let meet = |at| Meeting { dir: at, rank, limit: MEETING_LIMIT };
+    let started = Instant::now();
+    let mut taken = meet(&share)
+        .exchange(&[exported.as_fd()], &other, &other)
+        .map_err(|e| Verdict::Failed(format!("share memory: {e}")))?;
+    let exchange_s = started.elapsed().as_secs_f64();
+    let fd = taken.remove(&peer).and_then(|fds| fds.into_iter().next());
+    let fd = fd.ok_or_else(|| Verdict::Failed(format!("rank {peer} offered no allocation")))?;
+    let window = base + WINDOW_OFFSET;
+    let mapped = map_peer(&ctx, window, size, fd.as_fd()).map_err(failed("map the peer's allocation"))?;
+    // SAFETY: the window was mapped just above, `size` bytes.
+    let bytes = unsafe { ctx.read(window, size) }.map_err(failed("read the window"))?;
+    let wrong = bytes.iter().position(|&b| b != pattern(peer));
+    // Neither leaves before the other has read.
+    meet(&done).exchange(&[], &other, &other).map_err(|e| Verdict::Failed(format!("finish: {e}")))?;
+    drop(mapped);
+    if let Some(at) = wrong {
+        return Err(Verdict::Failed(format!(
+            "the window at {window:#x} onto rank {peer}'s memory reads {:#04x} at byte {at}, where rank {peer} wrote {:#04x}",
+            bytes[at],
+            pattern(peer)
+        )));
+    }
+    Ok(Metrics::from([measured("exchange-s", exchange_s, "s"), measured("window-bytes", size as f64, "B")]))
+}
