@@ -261,6 +261,8 @@ pub enum RendezvousError {
     Protocol { peer: u32, what: String },
     #[error("{count} allocations to share, more than one message carries ({max})", max = crate::rendezvous::MAX_FDS)]
     TooMany { count: usize },
+    #[error("a note of {bytes} B, longer than an offer carries ({max} B)", max = crate::rendezvous::MAX_NOTE)]
+    NoteTooLong { bytes: usize },
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }
@@ -321,8 +323,10 @@ pub enum ReplayError {
     Contract(#[from] ContractError),
     #[error("core was exported on {what} {core}, this device has {device}")]
     ContextMismatch { what: &'static str, core: String, device: String },
-    #[error("the core maps {ranges} ranges of its peers' arenas, and this replay does not map peers yet: none of its kernels is launched")]
+    #[error("the core maps {ranges} ranges of its peers' arenas, and this replay was given no rank set to meet (`gnomon qualify` of the whole rank set does): none of its kernels is launched")]
     PeersNotMapped { ranges: usize },
+    #[error("meet the other ranks: {0}")]
+    Ranks(#[from] RendezvousError),
     #[error("function `{function}` of module `{module}`: the driver reports parameter layout {driver:?}, the core records {recorded:?}")]
     LayoutMismatch { module: String, function: String, recorded: Vec<(u64, u64)>, driver: Vec<(u64, u64)> },
     #[error("node `{node}` of template `{template}` is a {kind} node, which native replay does not rebuild")]

@@ -10,7 +10,7 @@ use crate::{
     format::{
         buffer_at, digest::ShardDigester, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter,
         Edge, Expectation, FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node,
-        NodeOp, PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
+        NodeOp, PeerRange, PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
     },
     shards::{plan, ShardCap},
     validate,
@@ -137,6 +137,13 @@ impl Exporter {
         self.manifest.unchecked.push(Unchecked { template: template.into(), reason: reason.into() });
     }
 
+    /// Declares the ranges of other ranks' arenas this rank maps (a rank set whose kernels
+    /// reach into their peers' memory), before any template: a kernel's parameter that
+    /// holds an address in a window is then recorded as a pointer too.
+    pub fn peers(&mut self, ranges: Vec<PeerRange>) {
+        self.manifest.peers = ranges;
+    }
+
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.
     /// Each kernel's module is the exported module that holds a function of its name.
     pub fn template(&mut self, name: &str, graph: &RetainedGraph, flags: RecordedFlags) -> Result<(), ExportError> {
@@ -260,7 +267,8 @@ impl Exporter {
     }
 
     /// Every eight bytes at an 8-aligned place of a parameter (a pointer, or a field of a
-    /// struct or tensor map) whose value lies in a buffer are recorded as a pointer. (A
+    /// struct or tensor map) whose value lies in a buffer or a peer's window are recorded
+    /// as a pointer. (A
     /// double whose bits fall inside the arena would be a denormal near 1e-310.)
     fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
         let mut pointers = Vec::new();
@@ -268,7 +276,7 @@ impl Exporter {
             for at in (0..slot.size.saturating_sub(7)).step_by(8) {
                 let start = (slot.offset + at) as usize;
                 let raw = u64::from_le_bytes(params[start..start + 8].try_into().expect("8 bytes"));
-                if self.buffer_ref(raw).is_some() {
+                if self.buffer_ref(raw).is_some() || self.manifest.peers.iter().any(|p| p.window().contains(&raw)) {
                     pointers.push(PointerParam { param: param as u32, at, external: false });
                 }
             }

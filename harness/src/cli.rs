@@ -202,6 +202,10 @@ pub struct QualifyArgs {
     /// a run exits 3, since nothing was qualified.
     #[arg(long)]
     pub allow_no_gpu: bool,
+    /// Run every rank of a rank set on GPU 0, each in a process of its own (on a machine
+    /// with fewer GPUs than ranks), instead of rank R on GPU R.
+    #[arg(long)]
+    pub ranks_on_one_gpu: bool,
 }
 
 impl QualifyArgs {
@@ -220,7 +224,11 @@ impl QualifyArgs {
             return Err(format!("qualify: two targets are named `{twice}`; case ids would collide"));
         }
         let subject = qualify_subject(&targets);
-        let cases = gnomon_cases::qualify::cases(&targets, &profile);
+        let placement = match self.ranks_on_one_gpu {
+            true => gnomon_cases::qualify::Placement::OneGpu,
+            false => gnomon_cases::qualify::Placement::OwnGpu,
+        };
+        let cases = gnomon_cases::qualify::cases(&targets, &profile, placement);
         let run_profile = self
             .profile
             .as_deref()
@@ -267,6 +275,9 @@ pub struct QualifyCoreArgs {
     /// The GPU of a rank of a set.
     #[arg(long)]
     pub device: Option<u32>,
+    /// Where the ranks of a set meet to map each other's memory.
+    #[arg(long)]
+    pub meet: Option<PathBuf>,
     #[arg(long)]
     pub profile: Option<PathBuf>,
     #[arg(long)]
@@ -293,6 +304,13 @@ pub enum AccountFormat {
 pub struct ReplayArgs {
     /// The core directory (holding manifest.json).
     pub core: PathBuf,
+    /// For a rank of a set whose kernels reach into its peers' memory: the directory where
+    /// the ranks, each replayed by a process of its own at once, meet.
+    #[arg(long)]
+    pub meet: Option<PathBuf>,
+    /// How long a rank waits for the others at each meeting.
+    #[arg(long, default_value = "60s", value_parser = parse_timeout)]
+    pub meet_limit: Duration,
     /// Also write the outcome and stage timings as JSON here.
     #[arg(long)]
     pub result: Option<PathBuf>,

@@ -39,10 +39,21 @@ fn run(cli: Cli) -> i32 {
             Err(e) => commands::exit(Err(e)),
         },
         Command::QualifyCore(a) => {
-            gnomon_cases::qualify::judge_command(&a.core, &a.prefix, a.device, a.profile.as_deref(), &a.result_file)
+            let meet = a.meet.as_deref();
+            gnomon_cases::qualify::judge_command(
+                &a.core,
+                &a.prefix,
+                a.device,
+                meet,
+                a.profile.as_deref(),
+                &a.result_file,
+            )
         }
         Command::Validate(args) => commands::validate_cores(&args),
-        Command::Replay(args) => gnomon_cases::replay::replay_command(&args.core, args.result.as_deref()),
+        Command::Replay(args) => {
+            let ranks = args.meet.map(|dir| gnomon_core::replay::RankLink { dir, limit: args.meet_limit });
+            gnomon_cases::replay::replay_command(&args.core, ranks, args.result.as_deref())
+        }
         Command::Export(args) => {
             gnomon_cases::replay::export_command(&args.workload, args.options(), &args.out, args.result.as_deref())
         }

@@ -30,6 +30,17 @@ fn nonsense_flags_are_refused_before_any_case_runs() {
 }
 
 #[test]
+fn the_all_reduce_rank_set_is_exported_only_at_the_sizes_it_has() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("core");
+    let refused = gnomon(&["export", "allreduce", "--tp", "3", "--out", out.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(exit_codes::USAGE));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    insta::assert_snapshot!(stderr.trim(), @"gnomon: `allreduce` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not 3");
+    assert!(!out.exists());
+}
+
+#[test]
 fn a_filter_that_selects_nothing_fails() {
     let tmp = tempfile::tempdir().unwrap();
     let refused = gnomon(&["run", "no/such/case", "--report-dir", tmp.path().to_str().unwrap()]);

@@ -6,7 +6,7 @@ use std::{path::Path, process::Command, sync::Arc};
 
 use gnomon::runner::{run, CaseSource, RunConfig};
 use gnomon_cases::{
-    qualify::{cases, Profile, Target},
+    qualify::{cases, Placement, Profile, Target},
     Batch, BatchChild, Case, Requirement,
 };
 use gnomon_reports::{exit_codes, Report, Status, Subject};
@@ -155,19 +155,24 @@ fn a_batch_runs_its_children_at_once_and_every_case_gets_a_record() {
     let tmp = tempfile::tempdir().unwrap();
     rank_set(&tmp.path().join("tp2"), 2);
     let target = Target::find(&tmp.path().join("tp2")).unwrap();
-    // Required nothing, so the batch runs here: each rank's child validates its core, finds
-    // no GPU and blocks its cases, saying why.
-    let cases: Vec<Case> =
-        cases(&[target], &Profile::default()).into_iter().map(|c| c.requiring(Requirement::Nothing)).collect();
-    let (_, report) = run_cases(cases, &tmp.path().join("report"));
-    let map = report.cases.iter().find(|c| c.id.as_str() == "qualify/tp2/rank=1/map").unwrap();
-    assert_eq!(map.status, Status::Blocked);
-    assert!(map.reason.as_deref().unwrap().starts_with("open device 1:"), "{map:?}");
-    let concurrent = report.cases.iter().find(|c| c.id.as_str() == "qualify/tp2/concurrent").unwrap();
-    assert_eq!(
-        (concurrent.status, concurrent.reason.as_deref()),
-        (Status::Blocked, Some("a rank gave no replay window"))
-    );
+    // Rank R on GPU R, or every rank on GPU 0: the set needs as many GPUs.
+    for (placement, device, gpus) in [(Placement::OwnGpu, 1, 2), (Placement::OneGpu, 0, 1)] {
+        let listed = cases(std::slice::from_ref(&target), &Profile::default(), placement);
+        let concurrent = listed.iter().find(|c| c.id.as_str() == "qualify/tp2/concurrent").unwrap();
+        assert_eq!(concurrent.requires, Requirement::Gpus(gpus));
+        // Required nothing, so the batch runs here: each rank's child validates its core,
+        // finds no GPU and blocks its cases, saying why.
+        let cases: Vec<Case> = listed.into_iter().map(|c| c.requiring(Requirement::Nothing)).collect();
+        let (_, report) = run_cases(cases, &tmp.path().join(format!("report-{device}")));
+        let map = report.cases.iter().find(|c| c.id.as_str() == "qualify/tp2/rank=1/map").unwrap();
+        assert_eq!(map.status, Status::Blocked);
+        assert!(map.reason.as_deref().unwrap().starts_with(&format!("open device {device}:")), "{map:?}");
+        let concurrent = report.cases.iter().find(|c| c.id.as_str() == "qualify/tp2/concurrent").unwrap();
+        assert_eq!(
+            (concurrent.status, concurrent.reason.as_deref()),
+            (Status::Blocked, Some("a rank gave no replay window"))
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     path::Path,
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use gnomon_core::{
@@ -14,8 +14,8 @@ use gnomon_core::{
     errors::ReplayError,
     format::{Speed, Template},
     replay::{
-        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, ReplayReport, Stage, StageFailure,
-        StartError, Started,
+        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, RankLink, ReplayReport, Stage,
+        StageFailure, StartError, Started,
     },
     Core,
 };
@@ -37,7 +37,20 @@ use crate::{
 /// `gnomon __qualify-core CORE --prefix P [--device D] [--profile FILE]`: writes the
 /// records of the core's cases to `result_file` as a JSON array. `device` is given for a
 /// rank of a set, which must run on the GPU of its rank.
-pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Option<&Path>, result_file: &Path) -> i32 {
+/// How long a rank waits for the others of its set at each meeting: for their restore to
+/// reach its mapping, and at each launch.
+const MEETING_LIMIT: Duration = Duration::from_secs(60);
+
+/// The child of one core: restores it on `device` and judges its cases into `result_file`.
+/// A rank whose kernels reach into its peers' memory meets them in `meet`.
+pub fn judge_command(
+    dir: &Path,
+    prefix: &str,
+    device: Option<u32>,
+    meet: Option<&Path>,
+    profile: Option<&Path>,
+    result_file: &Path,
+) -> i32 {
     let profile = match profile.map(Profile::load).transpose() {
         Ok(p) => p.unwrap_or_default(),
         Err(e) => {
@@ -59,7 +72,8 @@ pub fn judge_command(dir: &Path, prefix: &str, device: Option<u32>, profile: Opt
     let rank = device.map(|_| tp_rank.unwrap_or(u32::MAX));
     let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &templates, &profile, rank));
     let budgets = profile.budgets_for(super::target_of(prefix));
-    if let Err(why) = judge(&mut verdicts, started, ordinal, rank, &profile, &budgets) {
+    let link = meet.map(|dir| RankLink { dir: dir.to_owned(), limit: MEETING_LIMIT });
+    if let Err(why) = judge(&mut verdicts, started, ordinal, rank, link, &profile, &budgets) {
         verdicts.unjudged = why;
     }
     let json = serde_json::to_vec(&verdicts.finish()).expect("records always serialize");
@@ -152,6 +166,7 @@ fn judge(
     started: Result<Started, StartError>,
     ordinal: u32,
     rank: Option<u32>,
+    link: Option<RankLink>,
     profile: &Profile,
     budgets: &Budgets,
 ) -> Result<(), String> {
@@ -161,11 +176,11 @@ fn judge(
     })?;
     let (core, ctx) = (&started.core, &started.ctx);
     let window_start = unix_now();
-    let launches = Launches { each: profile.launches, again_under_second_poison: true, timed: true };
+    let launches = Launches { each: profile.launches, again_under_second_poison: true, timed: true, ranks: link };
     let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
-        v.set("device", on_rank_device(ctx, rank));
+        v.set("device", on_rank_device(ctx, rank, ordinal));
         v.amend("device", |r| r.metrics.extend(window));
     }
     let templates = template_names(core.manifest());
@@ -215,11 +230,11 @@ fn unix_now() -> f64 {
 }
 
 /// The driver runs this process's work on the GPU of `rank`: rank r on device r.
-fn on_rank_device(ctx: &Context, rank: u32) -> Result<Metrics, Verdict> {
+fn on_rank_device(ctx: &Context, rank: u32, ordinal: u32) -> Result<Metrics, Verdict> {
     let device = ctx.current_device().map_err(|e| Verdict::Failed(format!("ask the driver for the device: {e}")))?;
-    match device == rank {
+    match device == ordinal {
         true => Ok(Metrics::from([measured("device", device as f64, "1")])),
-        false => Err(Verdict::Failed(format!("rank {rank} ran on device {device}, not on device {rank}"))),
+        false => Err(Verdict::Failed(format!("rank {rank} ran on device {device}, not on device {ordinal}"))),
     }
 }
 
@@ -584,7 +599,7 @@ fn case_of(stage: Stage) -> Option<&'static str> {
 fn phase_of(stage: Stage) -> Option<usize> {
     Some(match stage {
         Stage::Context | Stage::Open | Stage::OpenAndContext | Stage::Compare | Stage::MeasureFloors => return None,
-        Stage::ReserveAndMap => 0,
+        Stage::ReserveAndMap | Stage::MapPeers => 0,
         Stage::ModuleLoad => 1,
         Stage::Poison | Stage::Upload | Stage::ContentsCheck | Stage::WritableCopies => 2,
         Stage::Rebuild => 3,
@@ -594,7 +609,8 @@ fn phase_of(stage: Stage) -> Option<usize> {
         | Stage::ReadOutputs
         | Stage::WeightsCheck
         | Stage::PoisonIndependence
-        | Stage::Speed => 5,
+        | Stage::Speed
+        | Stage::RankSync => 5,
     })
 }
 
@@ -697,7 +713,7 @@ mod tests {
         }
         let core = gnomon_fixtures::golden::v2().unwrap();
         let result = tempfile::NamedTempFile::new().unwrap();
-        assert_eq!(judge_command(core.path(), "qualify/g", None, None, result.path()), 0);
+        assert_eq!(judge_command(core.path(), "qualify/g", None, None, None, result.path()), 0);
         let records: Vec<CaseRecord> = serde_json::from_slice(&std::fs::read(result.path()).unwrap()).unwrap();
         assert!(!records.is_empty());
         for r in &records {

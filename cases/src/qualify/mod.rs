@@ -1,7 +1,9 @@
 //! `qualify/`: a port's cores judged as a release gate, by `gnomon qualify`. A target is
 //! a core or a rank set ([`Target`]). Validation runs in the runner's process, so it needs
 //! no GPU; everything else about a core is judged by one child process that restores it
-//! once ([`judge`]), and the ranks of a set are restored on their own GPUs at once.
+//! once ([`judge`]), and the ranks of a set are restored at once, each on its own GPU or
+//! all on one ([`Placement`]). Ranks whose kernels reach into each other's arenas meet
+//! in a directory of the batch's own to share their memory and launch together.
 
 mod agreement;
 mod judge;
@@ -25,28 +27,41 @@ use crate::{measured, Batch, BatchChild, Case, Requirement, Verdict};
 
 const CLAIM: &str = "port-qualification";
 
+/// Where the ranks of a set run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Rank R on GPU R, as a tensor-parallel server runs them.
+    #[default]
+    OwnGpu,
+    /// Every rank on GPU 0, each a process of its own: the whole path on one GPU.
+    OneGpu,
+}
+
 /// Every case for `targets`, in id order.
-pub fn cases(targets: &[Target], profile: &Profile) -> Vec<Case> {
+pub fn cases(targets: &[Target], profile: &Profile, placement: Placement) -> Vec<Case> {
     let mut cases = Vec::new();
     for target in targets {
         let prefix = format!("qualify/{}", target.name());
         match target {
             Target::Core { core, .. } => {
                 cases.push(validate_case(&prefix, core));
-                cases.extend(batch(vec![child(&prefix, core, None, profile)], None, 1));
+                cases.extend(batch(vec![child(&prefix, core, None, profile)], None, 1, None));
             }
             Target::RankSet { ranks, .. } => {
                 cases.push(ranks_agree_case(&prefix, ranks));
                 let world = ranks.len() as u32;
+                let gpus = if placement == Placement::OneGpu { 1 } else { world };
+                let meeting = meeting_for(ranks);
+                let meet = meeting.as_ref().map(|d| d.path());
                 let mut children = Vec::new();
                 for (r, core) in ranks.iter().enumerate() {
                     let rank_prefix = format!("{prefix}/rank={r}");
                     cases.push(validate_case(&rank_prefix, core).with_parameter("rank", r.to_string()));
-                    children.push(child(&rank_prefix, core, Some(r as u32), profile));
+                    let device = if placement == Placement::OneGpu { 0 } else { r as u32 };
+                    children.push(child(&rank_prefix, core, Some(RankChild { rank: r as u32, device, meet }), profile));
                 }
-                let concurrent =
-                    Case::judged_by_batch(&format!("{prefix}/concurrent"), CLAIM, Requirement::Gpus(world));
-                cases.extend(batch(children, Some(concurrent), world));
+                let concurrent = Case::judged_by_batch(&format!("{prefix}/concurrent"), CLAIM, Requirement::Gpus(gpus));
+                cases.extend(batch(children, Some(concurrent), gpus, meeting));
             }
         }
     }
@@ -83,21 +98,47 @@ pub(crate) fn target_of(prefix: &str) -> &str {
     prefix.split('/').nth(1).unwrap_or_default()
 }
 
-/// The child that restores `core` and judges its cases: on `rank`'s own GPU for a rank.
-fn child(prefix: &str, core: &CoreDir, rank: Option<u32>, profile: &Profile) -> BatchChild {
+/// A rank's child: its rank, its GPU, and where it meets the others when it maps their memory.
+struct RankChild<'m> {
+    rank: u32,
+    device: u32,
+    meet: Option<&'m Path>,
+}
+
+/// The directory where the ranks of a set meet, when any of them maps its peers' memory.
+/// (Made fresh for the run; a set that cannot have one is replayed without, and its ranks
+/// refuse their peers' ranges.)
+fn meeting_for(ranks: &[CoreDir]) -> Option<tempfile::TempDir> {
+    let maps_peers = ranks.iter().any(|c| c.manifest.as_ref().is_some_and(|m| !m.peers.is_empty()));
+    maps_peers.then(|| tempfile::Builder::new().prefix("gnomon-ranks-").tempdir().ok()).flatten()
+}
+
+/// The child that restores `core` and judges its cases: for a rank, on its GPU.
+fn child(prefix: &str, core: &CoreDir, rank: Option<RankChild<'_>>, profile: &Profile) -> BatchChild {
     let mut args = vec!["__qualify-core".to_owned(), core.dir.display().to_string(), "--prefix".into(), prefix.into()];
-    args.extend(rank.map(|r| ["--device".to_owned(), r.to_string()]).into_iter().flatten());
+    if let Some(r) = &rank {
+        args.extend(["--device".to_owned(), r.device.to_string()]);
+        args.extend(r.meet.iter().flat_map(|d| ["--meet".to_owned(), d.display().to_string()]));
+    }
     args.extend(profile.path.iter().flat_map(|p| ["--profile".to_owned(), p.display().to_string()]));
-    BatchChild { args, cases: core_cases(prefix, &core.templates(), profile, rank) }
+    BatchChild { args, cases: core_cases(prefix, &core.templates(), profile, rank.map(|r| r.rank)) }
 }
 
 /// The runner's cases of one batch: every child's, and `concurrent` for a rank set,
-/// each needing `gpus` GPUs.
-fn batch(children: Vec<BatchChild>, concurrent: Option<Case>, gpus: u32) -> Vec<Case> {
+/// each needing `gpus` GPUs. `meeting` lives as long as the batch.
+fn batch(
+    children: Vec<BatchChild>,
+    concurrent: Option<Case>,
+    gpus: u32,
+    meeting: Option<tempfile::TempDir>,
+) -> Vec<Case> {
     let needing = |c: &Case| c.clone().requiring(Requirement::Gpus(gpus));
     let mut listed: Vec<Case> = children.iter().flat_map(|c| &c.cases).map(needing).collect();
     listed.extend(concurrent.clone());
-    let combine = Box::new(move |records: &[CaseRecord]| concurrent.iter().map(|c| overlapped(c, records)).collect());
+    let combine = Box::new(move |records: &[CaseRecord]| {
+        let _removed_with_the_batch = &meeting;
+        concurrent.iter().map(|c| overlapped(c, records)).collect()
+    });
     let batch = Arc::new(Batch { children, combine });
     listed.into_iter().map(|c| c.in_batch(&batch)).collect()
 }

@@ -8,13 +8,14 @@ mod cold_start;
 pub(crate) mod native;
 mod peers;
 mod pipeline;
+mod rank_set;
 mod reservation;
 mod upload;
 
 use std::{path::Path, process::Command};
 
 use gnomon_core::{
-    replay::{drop_shards_from_cache, Executables},
+    replay::{drop_shards_from_cache, Executables, Launches},
     shards::{GIB, MIB},
     Core,
 };
@@ -60,6 +61,7 @@ pub fn cases(nightly: bool) -> Vec<Case> {
     cases.extend(bad_core::cases());
     cases.extend(reservation::cases());
     cases.extend(peers::cases());
+    cases.extend(rank_set::cases());
     cases.extend(upload::cases());
     cases
 }
@@ -140,7 +142,8 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     let started = std::time::Instant::now();
     let (core, open) = native::open_timed(&dir)?;
     let handed = Executables::Handed(exported.handed);
-    let replayed = native::replay_and_check(&core, &exported.session.ctx, handed, started, vec![open]);
+    let replayed =
+        native::replay_and_check(&core, &exported.session.ctx, handed, Launches::default(), started, vec![open]);
     let result = replayed.map(|replayed| metrics.extend(replayed));
     ctx.metrics(metrics);
     result

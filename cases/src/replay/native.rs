@@ -8,20 +8,23 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     replay::{
-        measure_floors, replay, shards_cached_fraction, start, Executables, Floors, OutputCheck, ReplayReport, Stage,
-        StageTimes, StartError, Started,
+        measure_floors, replay_launching, shards_cached_fraction, start, Executables, Floors, Launches, OutputCheck,
+        RankLink, ReplayReport, Stage, StageTimes, StartError, Started,
     },
     shards::MIB,
     Core,
 };
 use gnomon_fixtures::{
     reference::{from_bytes, max_scaled_diff},
-    workloads::{self, by_name, Contents},
+    workloads::{self, allreduce::rank_set, by_name, Contents},
 };
 use gnomon_reports::{exit_codes, Metric, Status};
 use serde::{Deserialize, Serialize};
 
-use super::pipeline::{export, ExportOptions, Handover};
+use super::{
+    pipeline::{export, ExportOptions, Handover},
+    rank_set,
+};
 use crate::{measured, Metrics, Verdict};
 
 /// What a helper process (export or replay) reports to the case that started it.
@@ -79,13 +82,14 @@ pub fn replay_and_check(
     core: &Core,
     ctx: &Context,
     executables: Executables,
+    launches: Launches,
     started: Instant,
     mut before: StageTimes,
 ) -> Result<Metrics, Verdict> {
     // Before the restore reads them: how much of the shard files the page cache holds
     // decides which read floor the upload is held against.
     let cached = shards_cached_fraction(core).map_err(|e| Verdict::Failed(e.to_string()))?;
-    let report = replay(core, ctx, executables).map_err(|e| match e {
+    let report = replay_launching(core, ctx, executables, launches).map_err(|f| match f.error {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
     })?;
@@ -251,19 +255,21 @@ pub(crate) fn within_reference(
 }
 
 /// `gnomon replay CORE_DIR`: validate, replay on device 0, judge; the outcome goes to
-/// `result` as JSON when given, and to standard error in words.
-pub fn replay_command(dir: &Path, result: Option<&Path>) -> i32 {
-    let outcome = StepOutcome::new(open_and_replay(dir));
+/// `result` as JSON when given, and to standard error in words. A rank of a set whose
+/// kernels reach into its peers' memory meets the other ranks as `ranks` says.
+pub fn replay_command(dir: &Path, ranks: Option<RankLink>, result: Option<&Path>) -> i32 {
+    let outcome = StepOutcome::new(open_and_replay(dir, ranks));
     finish(outcome, result, &format!("replay {}", dir.display()))
 }
 
-fn open_and_replay(dir: &Path) -> Result<Metrics, Verdict> {
+fn open_and_replay(dir: &Path, ranks: Option<RankLink>) -> Result<Metrics, Verdict> {
     let started = Instant::now();
     let s = start(dir, 0).map_err(|e| match e {
         StartError::Core(e) => Verdict::Failed(format!("core refused: {e}")),
         StartError::Device(e) => Verdict::Blocked(format!("open device 0: {e}")),
     })?;
-    let mut metrics = replay_and_check(&s.core, &s.ctx, Executables::Rebuild, started, start_stages(&s))?;
+    let launches = Launches { ranks, ..Launches::default() };
+    let mut metrics = replay_and_check(&s.core, &s.ctx, Executables::Rebuild, launches, started, start_stages(&s))?;
     metrics.extend(start_metrics(&s));
     Ok(metrics)
 }
@@ -291,6 +297,14 @@ pub fn open_timed(dir: &Path) -> Result<(Core, (Stage, f64)), Verdict> {
 /// exporting process of the process-exit handover does, and exits. With `world` > 1 it
 /// writes one core per rank, `DIR/rank-R`, each recording its rank.
 pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result: Option<&Path>) -> i32 {
+    if workload == "allreduce" {
+        let Some(ranks) = rank_set(options.world) else {
+            eprintln!("gnomon: `allreduce` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world);
+            return exit_codes::USAGE;
+        };
+        let exported = rank_set::export_rank_set(ranks, options.cap, dir);
+        return finish(StepOutcome::new(exported), result, &format!("export `allreduce` --tp {}", options.world));
+    }
     let Some(w) = by_name(workload) else {
         let known: Vec<_> = workloads::all().into_iter().chain(workloads::nightly()).map(|w| w.name()).collect();
         eprintln!("gnomon: no workload `{workload}`; the workloads are {}", known.join(", "));

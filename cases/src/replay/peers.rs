@@ -13,8 +13,8 @@ use std::{
 };
 
 use gnomon_core::{
-    cuda::{map_peer, ArenaMapping, Context, CudaError},
-    rendezvous::Meeting,
+    cuda::{map_peer, ArenaMapping, Context, CudaError, PeerPiece},
+    rendezvous::{Meeting, Offer},
 };
 
 use super::{
@@ -29,47 +29,62 @@ const CLAIM: &str = "peer-mapping";
 const MEETING_LIMIT: Duration = Duration::from_secs(20);
 /// Where rank R's own allocation lies: apart from any core's arena.
 const RANK_BASE: [u64; 2] = [ARENA_BASE + (16 << 30), ARENA_BASE + (32 << 30)];
+/// What each rank shares.
+const SHARED: u64 = 64 << 20;
 /// Where a rank maps its peer's allocation: this far above its own.
 const WINDOW_OFFSET: u64 = 4 << 30;
 
 pub fn cases() -> Vec<Case> {
     vec![Case::gpu("replay/peers/two-ranks-one-gpu", CLAIM, |ctx| {
         let tmp = scratch()?;
-        let exe = std::env::current_exe().map_err(|e| Verdict::Blocked(format!("the gnomon binary: {e}")))?;
-        let ranks: Vec<_> = (0..2u32)
-            .map(|rank| {
-                let result = tmp.path().join(format!("rank-{rank}.json"));
-                let child = Command::new(&exe)
-                    .args(["__peer-probe", "--rank", &rank.to_string()])
-                    .arg(tmp.path())
-                    .arg("--result")
-                    .arg(&result)
-                    .spawn();
-                (rank, child, result)
-            })
-            .collect();
-        let mut metrics = Metrics::new();
-        let mut first_failure = None;
-        for (rank, child, result) in ranks {
-            let status = child.and_then(|mut c| c.wait());
-            let read = std::fs::read_to_string(&result).ok().and_then(|t| serde_json::from_str::<StepOutcome>(&t).ok());
-            let outcome = read.unwrap_or_else(|| StepOutcome {
-                reason: Some(format!("gave no result ({status:?})")),
-                ..Default::default()
-            });
-            let named = outcome.metrics.into_iter().map(|(name, m)| (format!("rank-{rank}-{name}"), m));
-            let outcome = StepOutcome { metrics: named.collect(), ..outcome };
-            if let Err(e) = outcome.into_result(&mut metrics) {
-                first_failure.get_or_insert((rank, e));
-            }
-        }
+        let ranks = (0..2u32).map(|rank| {
+            let mut command = gnomon_command()?;
+            command.args(["__peer-probe", "--rank", &rank.to_string()]).arg(tmp.path());
+            Ok((rank, command))
+        });
+        let (metrics, outcome) = run_ranks(ranks.collect::<Result<_, Verdict>>()?, tmp.path());
         ctx.metrics(metrics);
-        match first_failure {
-            None => Ok(()),
-            Some((rank, Verdict::Blocked(why))) => Err(Verdict::Blocked(format!("rank {rank}: {why}"))),
-            Some((rank, e)) => Err(Verdict::Failed(format!("rank {rank}: {}", e.into_status().1))),
-        }
+        outcome
     })]
+}
+
+/// This gnomon binary, as a command for a helper process.
+pub(super) fn gnomon_command() -> Result<Command, Verdict> {
+    let exe = std::env::current_exe().map_err(|e| Verdict::Blocked(format!("the gnomon binary: {e}")))?;
+    Ok(Command::new(exe))
+}
+
+/// Runs each rank's command at once, each writing its outcome to `DIR/rank-R.json`
+/// (`--result`); the ranks' metrics, named `rank-R-…`, and the first rank's failure.
+pub(super) fn run_ranks(ranks: Vec<(u32, Command)>, dir: &Path) -> (Metrics, Result<(), Verdict>) {
+    let started: Vec<_> = ranks
+        .into_iter()
+        .map(|(rank, mut command)| {
+            let result = dir.join(format!("rank-{rank}.json"));
+            (rank, command.arg("--result").arg(&result).spawn(), result)
+        })
+        .collect();
+    let mut metrics = Metrics::new();
+    let mut first_failure = None;
+    for (rank, child, result) in started {
+        let status = child.and_then(|mut c| c.wait());
+        let read = std::fs::read_to_string(&result).ok().and_then(|t| serde_json::from_str::<StepOutcome>(&t).ok());
+        let outcome = read.unwrap_or_else(|| StepOutcome {
+            reason: Some(format!("gave no result ({status:?})")),
+            ..Default::default()
+        });
+        let named = outcome.metrics.into_iter().map(|(name, m)| (format!("rank-{rank}-{name}"), m));
+        let outcome = StepOutcome { metrics: named.collect(), ..outcome };
+        if let Err(e) = outcome.into_result(&mut metrics) {
+            first_failure.get_or_insert((rank, e));
+        }
+    }
+    let outcome = match first_failure {
+        None => Ok(()),
+        Some((rank, Verdict::Blocked(why))) => Err(Verdict::Blocked(format!("rank {rank}: {why}"))),
+        Some((rank, e)) => Err(Verdict::Failed(format!("rank {rank}: {}", e.into_status().1))),
+    };
+    (metrics, outcome)
 }
 
 /// `gnomon __peer-probe --rank R DIR`: one rank of [`cases`]; the outcome goes to `result`.
@@ -91,7 +106,10 @@ fn probe(rank: u32, dir: &Path) -> Result<Metrics, Verdict> {
         other => return Err(Verdict::Blocked(format!("rank {other}: the probe has ranks 0 and 1"))),
     };
     let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;
-    let size = ArenaMapping::granularity(&ctx).map_err(failed("granularity"))?;
+    let granularity = ArenaMapping::granularity(&ctx).map_err(failed("granularity"))?;
+    // As large as the arena's shards: the driver honours the address of a reservation of
+    // 64 MiB where it may place a smaller one elsewhere.
+    let size = SHARED.next_multiple_of(granularity);
     let base = RANK_BASE[rank as usize];
     let own = ArenaMapping::map_shareable(&ctx, &[(base, size, size)]).map_err(failed("map shareable memory"))?;
     let stream = ctx.stream().map_err(failed("stream"))?;
@@ -102,25 +120,24 @@ fn probe(rank: u32, dir: &Path) -> Result<Metrics, Verdict> {
     let other = BTreeSet::from([peer]);
     // Two meetings, each in a directory of its own: a rank still serving the first must
     // not be asked for the second.
-    let (share, done) = (dir.join("share"), dir.join("done"));
-    for at in [&share, &done] {
-        std::fs::create_dir_all(at).map_err(|e| Verdict::Blocked(format!("meeting directory: {e}")))?;
-    }
+    let share = dir.join("share");
+    std::fs::create_dir_all(&share).map_err(|e| Verdict::Blocked(format!("meeting directory: {e}")))?;
     let meet = |at| Meeting { dir: at, rank, limit: MEETING_LIMIT };
     let started = Instant::now();
     let mut taken = meet(&share)
-        .exchange(&[exported.as_fd()], &other, &other)
+        .exchange(Offer { fds: &[exported.as_fd()], note: &[] }, &other, &other)
         .map_err(|e| Verdict::Failed(format!("share memory: {e}")))?;
     let exchange_s = started.elapsed().as_secs_f64();
-    let fd = taken.remove(&peer).and_then(|fds| fds.into_iter().next());
+    let fd = taken.remove(&peer).and_then(|t| t.fds.into_iter().next());
     let fd = fd.ok_or_else(|| Verdict::Failed(format!("rank {peer} offered no allocation")))?;
     let window = base + WINDOW_OFFSET;
-    let mapped = map_peer(&ctx, window, size, fd.as_fd()).map_err(failed("map the peer's allocation"))?;
+    let mapped = map_peer(&ctx, window, &[PeerPiece { fd: fd.as_fd(), offset: 0, len: size }])
+        .map_err(failed("map the peer's allocation"))?;
     // SAFETY: the window was mapped just above, `size` bytes.
     let bytes = unsafe { ctx.read(window, size) }.map_err(failed("read the window"))?;
     let wrong = bytes.iter().position(|&b| b != pattern(peer));
     // Neither leaves before the other has read.
-    meet(&done).exchange(&[], &other, &other).map_err(|e| Verdict::Failed(format!("finish: {e}")))?;
+    meet(dir).barrier("done", &other).map_err(|e| Verdict::Failed(format!("finish: {e}")))?;
     drop(mapped);
     if let Some(at) = wrong {
         return Err(Verdict::Failed(format!(

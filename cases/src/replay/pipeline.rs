@@ -51,13 +51,13 @@ pub struct Session {
     addresses: HashMap<String, u64>,
     /// Module id and PTX of each compiled kernel source.
     ptx: Vec<(&'static str, String)>,
-    stream: Stream,
+    pub(super) stream: Stream,
     forks: Vec<Stream>,
     events: Vec<Event>,
 }
 
 impl Session {
-    fn env(&self) -> IssueEnv<'_> {
+    pub(super) fn env(&self) -> IssueEnv<'_> {
         IssueEnv { forks: &self.forks, events: &self.events, functions: &self.functions, addresses: &self.addresses }
     }
 }
@@ -69,11 +69,11 @@ pub struct Exported {
     pub metrics: Metrics,
 }
 
-fn blocked(what: &str) -> impl Fn(CudaError) -> Verdict + '_ {
+pub(super) fn blocked(what: &str) -> impl Fn(CudaError) -> Verdict + '_ {
     move |e| Verdict::Blocked(format!("{what}: {e}"))
 }
 
-fn failed(what: &str) -> impl Fn(String) -> Verdict + '_ {
+pub(super) fn failed(what: &str) -> impl Fn(String) -> Verdict + '_ {
     move |e| Verdict::Failed(format!("{what}: {e}"))
 }
 
@@ -101,7 +101,7 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let free_at_start = free(&ctx)?;
     let inits = w.buffers();
-    let (buffers, arena) = layout(&inits, cap, &ctx)?;
+    let (buffers, arena) = layout(&inits, cap, &ctx, ARENA_BASE)?;
     let session = open_session(w, &ctx, &inits, &buffers, &arena)?;
     let mut lowest_free = free(&ctx)?;
     let templates: Vec<(String, u64, RetainedGraph)> = w
@@ -173,8 +173,13 @@ fn free(ctx: &Context) -> Result<u64, Verdict> {
     ctx.synchronize().and_then(|_| ctx.memory()).map(|(free, _)| free).map_err(blocked("read device memory"))
 }
 
-/// Places buffers one after another, aligned, and sizes the arena.
-fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Arena), Verdict> {
+/// Places buffers one after another, aligned, and sizes an arena at `base`.
+pub(super) fn layout(
+    inits: &[BufferInit],
+    cap: u64,
+    ctx: &Context,
+    base: u64,
+) -> Result<(Vec<Buffer>, Arena), Verdict> {
     let mut offset = 0;
     let buffers: Vec<Buffer> = inits
         .iter()
@@ -186,7 +191,7 @@ fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>,
         .collect();
     let granularity = ArenaMapping::granularity(ctx).map_err(blocked("allocation granularity"))?;
     let size = offset.next_multiple_of(ARENA_QUANTUM).max(2 * ARENA_QUANTUM);
-    Ok((buffers, Arena { base: ARENA_BASE, size, shard_cap: cap, granularity }))
+    Ok((buffers, Arena { base, size, shard_cap: cap, granularity }))
 }
 
 /// Maps the arena shard by shard at its fixed addresses, uploads the initial buffers,
@@ -250,7 +255,7 @@ pub(super) fn session_over(
     })
 }
 
-fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
+pub(super) fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
     w.kernels()
         .into_iter()
         .zip(&s.ptx)
@@ -260,7 +265,7 @@ fn module_images(w: &dyn Workload, s: &Session) -> Vec<ModuleImage> {
         .collect()
 }
 
-fn core_context(ctx: &Context, options: ExportOptions) -> Result<CoreContext, Verdict> {
+pub(super) fn core_context(ctx: &Context, options: ExportOptions) -> Result<CoreContext, Verdict> {
     let driver_version = gnomon_core::cuda::driver_version().map_err(blocked("driver version"))?;
     Ok(CoreContext {
         sm: ctx.info().sm,
@@ -277,7 +282,7 @@ fn core_context(ctx: &Context, options: ExportOptions) -> Result<CoreContext, Ve
 }
 
 /// Writes each buffer's first contents: bytes from the host, hashed weights on the device.
-fn initialise(
+pub(super) fn initialise(
     ctx: &Context,
     stream: &Stream,
     inits: &[BufferInit],
@@ -372,7 +377,7 @@ fn timing(e: ReplayError) -> Verdict {
 
 /// The core's state (the arena as snapshotted, what it does not store poisoned), kept on
 /// the device for resets before each timed launch.
-fn core_state(ctx: &Context, exporter: &Exporter) -> Result<LoadedState, Verdict> {
+pub(super) fn core_state(ctx: &Context, exporter: &Exporter) -> Result<LoadedState, Verdict> {
     let state = LoadedState::keep(ctx, exporter.manifest(), None).map_err(timing)?;
     state.fill_unstored(POISON).map_err(timing)?;
     Ok(state)

@@ -25,7 +25,7 @@ pub use build::{
 pub use graph::{live_executables, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph};
 pub use module::{compile_ptx, load_alongside, nvrtc_version, Function, Loaded, LoadedModule, Module};
 pub use pinned::PinnedHost;
-pub use vmm::{map_peer, ArenaMapping, MappedShard};
+pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
 pub use crate::errors::CudaError;
 use crate::format::LaunchAttributes;

@@ -24,10 +24,12 @@ pub struct MappedShard {
     mapped: bool,
 }
 
-/// Shards mapped at fixed addresses; unmapped and released in `Drop`.
+/// Shards mapped at fixed addresses, and the windows onto peers' memory kept with them;
+/// unmapped and released in `Drop`.
 pub struct ArenaMapping {
     ctx: Context,
     shards: Vec<MappedShard>,
+    windows: Vec<PeerWindow>,
 }
 
 impl ArenaMapping {
@@ -68,7 +70,7 @@ impl ArenaMapping {
 
     fn map_with(ctx: &Context, shards: &[(u64, u64, u64)], sharing: Sharing) -> Result<Self> {
         ctx.settle()?;
-        let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()) };
+        let mut arena = Self { ctx: ctx.clone(), shards: Vec::with_capacity(shards.len()), windows: Vec::new() };
         for &(address, size, backed) in shards {
             arena.shards.push(reserve_exact(ctx, address, size)?);
             if backed == 0 {
@@ -100,6 +102,11 @@ impl ArenaMapping {
         &self.shards
     }
 
+    /// Keeps `windows` (peers' memory, [`map_peer`]) mapped as long as this arena.
+    pub fn keep_windows(&mut self, windows: Vec<PeerWindow>) {
+        self.windows.extend(windows);
+    }
+
     pub fn context(&self) -> &Context {
         &self.ctx
     }
@@ -122,24 +129,67 @@ impl MappedShard {
     }
 }
 
-/// Maps a peer's device memory, given as the file descriptor its [`MappedShard::export`]
-/// made, at exactly `address` for `size` bytes with access for this context's device.
-/// Unmapped and released when dropped. Not yet run on a GPU.
-pub fn map_peer(ctx: &Context, address: u64, size: u64, fd: BorrowedFd<'_>) -> Result<MappedShard> {
+/// Part of a peer's allocation, as its [`MappedShard::export`] gave it: `len` bytes from
+/// `offset` into it (both multiples of the granularity).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerPiece<'f> {
+    pub fd: BorrowedFd<'f>,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A window onto peers' memory: one reservation at a fixed address, with each piece mapped
+/// after the last. Unmapped and released in `Drop`.
+pub struct PeerWindow {
+    ctx: Context,
+    pub address: u64,
+    pub size: u64,
+    /// Each piece's handle, and the bytes from `address` it starts at and covers.
+    mapped: Vec<(sys::CUmemGenericAllocationHandle, u64, u64)>,
+}
+
+/// Reserves exactly `address` for all of `pieces` (one reservation, as the arena's shards
+/// are, since the driver honours a large reservation's address where it may not a
+/// small one's), maps them one after another and grants this context's device access.
+/// Not yet run on a GPU with more than one piece or an offset other than 0.
+pub fn map_peer(ctx: &Context, address: u64, pieces: &[PeerPiece<'_>]) -> Result<PeerWindow> {
     ctx.settle()?;
-    let mut shard = reserve_exact(ctx, address, size)?;
-    let mut handle = 0;
-    // SAFETY: writes one handle, released by the shard's `Drop`; a POSIX descriptor is
-    // passed as its value in the pointer.
-    check("cuMemImportFromShareableHandle", unsafe {
-        sys::cuMemImportFromShareableHandle(&mut handle, fd.as_raw_fd() as usize as *mut c_void, POSIX_FD)
-    })?;
-    shard.handle = Some(handle);
-    // SAFETY: the range is reserved by us and the imported allocation is `size` bytes.
-    check("cuMemMap", unsafe { sys::cuMemMap(address, size as usize, 0, handle, 0) })?;
-    (shard.mapped, shard.backed) = (true, size);
+    let size = pieces.iter().map(|p| p.len).sum();
+    reserve(address, size)?;
+    let mut window = PeerWindow { ctx: ctx.clone(), address, size, mapped: Vec::with_capacity(pieces.len()) };
+    let mut at = 0;
+    for piece in pieces {
+        let mut handle = 0;
+        // SAFETY: writes one handle, released by the window's `Drop`; a POSIX descriptor
+        // is passed as its value in the pointer.
+        check("cuMemImportFromShareableHandle", unsafe {
+            sys::cuMemImportFromShareableHandle(&mut handle, piece.fd.as_raw_fd() as usize as *mut c_void, POSIX_FD)
+        })?;
+        // SAFETY: the range lies in our reservation; the driver refuses one past the allocation.
+        let mapped = check("cuMemMap", unsafe {
+            sys::cuMemMap(address + at, piece.len as usize, piece.offset as usize, handle, 0)
+        });
+        window.mapped.push((handle, at, if mapped.is_ok() { piece.len } else { 0 }));
+        mapped?;
+        at += piece.len;
+    }
     grant_access(ctx, address, size)?;
-    Ok(shard)
+    Ok(window)
+}
+
+impl Drop for PeerWindow {
+    fn drop(&mut self) {
+        // SAFETY: undoes exactly what `map_peer` did, pieces first, then the reservation.
+        unsafe {
+            for &(handle, at, len) in &self.mapped {
+                if len > 0 {
+                    self.ctx.released("cuMemUnmap", sys::cuMemUnmap(self.address + at, len as usize));
+                }
+                self.ctx.released("cuMemRelease", sys::cuMemRelease(handle));
+            }
+            self.ctx.released("cuMemAddressFree", sys::cuMemAddressFree(self.address, self.size as usize));
+        }
+    }
 }
 
 /// Whether a shard's memory may leave this process.
@@ -149,19 +199,27 @@ enum Sharing {
     PosixFd,
 }
 
-const POSIX_FD: sys::CUmemAllocationHandleType = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+const POSIX_FD: sys::CUmemAllocationHandleType =
+    sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 
-/// Reserves `size` bytes at `address`; a reservation placed elsewhere is freed and refused.
+/// Reserves `size` bytes at `address`, as a shard whose `Drop` frees them.
 fn reserve_exact(ctx: &Context, address: u64, size: u64) -> Result<MappedShard> {
+    reserve(address, size)?;
+    Ok(MappedShard { ctx: ctx.clone(), address, size, backed: 0, handle: None, mapped: false })
+}
+
+/// Reserves `size` bytes at exactly `address`, for the caller to free; a reservation
+/// placed elsewhere is freed and refused.
+fn reserve(address: u64, size: u64) -> Result<()> {
     let mut got = 0;
-    // SAFETY: writes one address; freed by `MappedShard::drop` or right below.
+    // SAFETY: writes one address, freed by the caller or right below.
     check("cuMemAddressReserve", unsafe { sys::cuMemAddressReserve(&mut got, size as usize, 0, address, 0) })?;
-    let shard = MappedShard { ctx: ctx.clone(), address: got, size, backed: 0, handle: None, mapped: false };
     if got != address {
-        drop(shard);
-        return Err(CudaError::AddressNotHonoured { wanted: address, got, size });
+        // SAFETY: reserved just above, and nothing is mapped in it.
+        let freed = check("cuMemAddressFree", unsafe { sys::cuMemAddressFree(got, size as usize) });
+        return freed.and(Err(CudaError::AddressNotHonoured { wanted: address, got, size }));
     }
-    Ok(shard)
+    Ok(())
 }
 
 fn allocation_prop(ctx: &Context) -> sys::CUmemAllocationProp {

@@ -13,6 +13,7 @@
 mod checksum;
 mod floors;
 mod loaded;
+mod ranks;
 mod rebuild;
 mod speed;
 mod stage;
@@ -26,6 +27,7 @@ use bytesize::ByteSize;
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::LoadedState;
+pub use ranks::{map_own_range, RankLink};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
 pub use stage::Stage;
@@ -128,7 +130,7 @@ pub const POISON: u8 = 0xff;
 pub const SECOND_POISON: u8 = 0xa5;
 
 /// How a replay launches its templates.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Launches {
     /// Launches of each template, each from the loaded state (at least one).
     pub each: u32,
@@ -138,11 +140,14 @@ pub struct Launches {
     /// Time each template whose expectation records a speed, as many launches as the
     /// exporter timed (after the checks: not part of the restore).
     pub timed: bool,
+    /// Where the other ranks of the set meet, for a core whose kernels reach into their
+    /// arenas (its `peers`): launches are then collective, and not timed.
+    pub ranks: Option<RankLink>,
 }
 
 impl Default for Launches {
     fn default() -> Self {
-        Self { each: 1, again_under_second_poison: false, timed: false }
+        Self { each: 1, again_under_second_poison: false, timed: false, ranks: None }
     }
 }
 
@@ -179,9 +184,14 @@ fn restore_and_launch(
     stages: &mut Stages,
 ) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
-    check_context(m, ctx)?;
+    let ranks = launches.ranks.clone().filter(|_| !m.peers.is_empty()).map(|link| ranks::Ranks::of(m, link));
+    check_context(m, ctx, ranks.is_some())?;
     let handed = matches!(executables, Executables::Handed(_));
-    let mapping = stages.time(Stage::ReserveAndMap, || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
+    let mut mapping =
+        stages.time(Stage::ReserveAndMap, || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
+    if let (Some(ranks), Some(mapping)) = (&ranks, &mut mapping) {
+        mapping.keep_windows(stages.time(Stage::MapPeers, || ranks.share_and_map(m, ctx, mapping))?);
+    }
     // The order of the stages is the order of the qualification cases they decide: map,
     // modules, upload, rebuild, instantiate. Modules load alongside the upload; a rebuild
     // follows it, and its failure is told after the upload's checks.
@@ -205,8 +215,9 @@ fn restore_and_launch(
     })?;
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
-    let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, stages)?;
-    let speeds = match launches.timed {
+    let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, ranks.as_ref(), stages)?;
+    // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
+    let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || time_recorded(ctx, core, &arena, &plan))?,
         false => Vec::new(),
     };
@@ -215,7 +226,8 @@ fn restore_and_launch(
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
-        repoisoned = launch_all(ctx, core, &arena, &plan, 1, &checksummer, &mut Stages::default())?.outputs;
+        repoisoned =
+            launch_all(ctx, core, &arena, &plan, 1, &checksummer, ranks.as_ref(), &mut Stages::default())?.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
@@ -312,7 +324,8 @@ pub struct Rebuilt {
 /// rebuild restored.
 pub fn rebuild_only(core: &Core, ctx: &Context) -> Result<Rebuilt, ReplayError> {
     let m = core.manifest();
-    check_context(m, ctx)?;
+    // Nothing is launched: a kernel holding a peer's address is built, never run.
+    check_context(m, ctx, true)?;
     let mapping = map_arena(m, ctx)?;
     let (functions, modules_s) = load_modules(core, ctx)?;
     let graphs = rebuild::templates(ctx, m, &functions)?;
@@ -367,8 +380,8 @@ impl Stages {
     }
 }
 
-/// Refuses what replay does not do yet: a kernel holding a peer's address would fault
-/// where no peer is mapped.
+/// Refuses a core that maps its peers' memory to a replay not given its rank set: a kernel
+/// holding a peer's address would fault where no peer is mapped.
 pub fn check_supported(m: &Manifest) -> Result<(), ReplayError> {
     match m.peers.len() {
         0 => Ok(()),
@@ -376,9 +389,12 @@ pub fn check_supported(m: &Manifest) -> Result<(), ReplayError> {
     }
 }
 
-/// Whether this process can replay `m`: its device and driver.
-fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
-    check_supported(m)?;
+/// Whether this process can replay `m`: its device and driver, and its peers' memory
+/// where it maps some (`linked`: it was given the rank set to meet).
+fn check_context(m: &Manifest, ctx: &Context, linked: bool) -> Result<(), ReplayError> {
+    if !linked {
+        check_supported(m)?;
+    }
     if m.context.sm != ctx.info().sm {
         let (core, device) = (format!("sm_{}", m.context.sm), ctx.info().arch());
         return Err(ReplayError::ContextMismatch { what: "SM", core, device });
@@ -404,7 +420,11 @@ fn check_context(m: &Manifest, ctx: &Context) -> Result<(), ReplayError> {
 pub fn map_arena(m: &Manifest, ctx: &Context) -> Result<ArenaMapping, ReplayError> {
     let shards: Vec<(u64, u64, u64)> =
         m.shards.iter().zip(m.mapped_lens()).map(|(s, len)| (m.arena.base + s.offset, s.size, len)).collect();
-    Ok(ArenaMapping::map_parts(ctx, &shards)?)
+    // A rank whose peers map its memory (every rank of a set with peers) shares its shards.
+    match m.peers.is_empty() {
+        true => Ok(ArenaMapping::map_parts(ctx, &shards)?),
+        false => Ok(ArenaMapping::map_shareable(ctx, &shards)?),
+    }
 }
 
 /// Fills the arena with NaN bit patterns before the upload, so nothing a previous process
@@ -528,7 +548,9 @@ struct Launched {
 /// Launches each template `launches` times, each from the core's initial state of the
 /// writable buffers, digests its outputs, and checks once, after the last launch, that no
 /// weight changed (a check reads every weight: one per launch would cost more than the
-/// restore).
+/// restore). A rank of a set with peers launches with the others: all reset, then all
+/// launch, then all finish, before anyone resets again.
+#[allow(clippy::too_many_arguments)]
 fn launch_all(
     ctx: &Context,
     core: &Core,
@@ -536,6 +558,7 @@ fn launch_all(
     plan: &ReplayPlan<GraphExec>,
     launches: u32,
     checksummer: &checksum::Checksummer,
+    ranks: Option<&ranks::Ranks>,
     stages: &mut Stages,
 ) -> Result<Launched, ReplayError> {
     let (m, stream) = (core.manifest(), ctx.stream()?);
@@ -549,6 +572,7 @@ fn launch_all(
     {
         stages.template = Some(template.name.clone());
         stages.time(Stage::Reset, || arena.reset(&stream))?;
+        with_peers(ranks, &stream, stages)?;
         let launched = stages.time(Stage::Launch, || {
             stream.record(&start)?;
             exec.launch(&stream)?;
@@ -556,6 +580,7 @@ fn launch_all(
             stream.synchronize()?;
             start.elapsed_ms(&end)
         })?;
+        with_peers(ranks, &stream, stages)?;
         first_launch.get_or_insert(launched as f64 / 1e3);
         kernels_ms += launched as f64;
         stages.time(Stage::ReadOutputs, || {
@@ -568,6 +593,15 @@ fn launch_all(
         changed => Err(weights.writer(core, ctx, arena, plan, &changed, &stream)),
     })?;
     Ok(Launched { outputs, first_launch_s: first_launch.unwrap_or(0.0), kernels_s: kernels_ms / 1e3 })
+}
+
+/// A rank of a set waits, once its stream is idle, until every other rank is as far.
+fn with_peers(ranks: Option<&ranks::Ranks>, stream: &Stream, stages: &mut Stages) -> Result<(), ReplayError> {
+    let Some(ranks) = ranks else { return Ok(()) };
+    stages.time(Stage::RankSync, || {
+        stream.synchronize()?;
+        ranks.sync()
+    })
 }
 
 /// Digests every output of a template's expectation after its `launch`-th launch; keeps

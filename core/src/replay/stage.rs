@@ -13,6 +13,8 @@ pub enum Stage {
     /// A fresh process: opening the core while the context is made.
     OpenAndContext,
     ReserveAndMap,
+    /// A rank of a set: handing its shards to the other ranks and mapping their ranges.
+    MapPeers,
     ModuleLoad,
     /// NaN patterns over the arena before the upload.
     Poison,
@@ -34,6 +36,8 @@ pub enum Stage {
     PoisonIndependence,
     /// Each template's launches timed, as its exporter timed them.
     Speed,
+    /// A rank of a set waiting for the others before and after each launch.
+    RankSync,
     /// After a restore, in a replay case: its outputs against the expectations and the
     /// CPU reference.
     Compare,
@@ -44,10 +48,11 @@ pub enum Stage {
 impl Stage {
     /// The stages that take a core from disk to every template ready to launch: their sum
     /// is `restore-total-s`. The checks are timed apart.
-    pub const RESTORE: [Stage; 9] = [
+    pub const RESTORE: [Stage; 10] = [
         Stage::Open,
         Stage::OpenAndContext,
         Stage::ReserveAndMap,
+        Stage::MapPeers,
         Stage::Poison,
         Stage::Upload,
         Stage::WritableCopies,
@@ -62,6 +67,7 @@ impl Stage {
             Stage::Open => "open",
             Stage::OpenAndContext => "open-and-context",
             Stage::ReserveAndMap => "reserve-and-map",
+            Stage::MapPeers => "map-peers",
             Stage::ModuleLoad => "module-load",
             Stage::Poison => "poison",
             Stage::Upload => "upload",
@@ -76,6 +82,7 @@ impl Stage {
             Stage::WeightsCheck => "weights-check",
             Stage::PoisonIndependence => "poison-independence",
             Stage::Speed => "speed",
+            Stage::RankSync => "rank-sync",
             Stage::Compare => "compare",
             Stage::MeasureFloors => "measure-floors",
         }
