@@ -22,6 +22,7 @@ use gnomon_fixtures::{
 };
 
 use super::{
+    helper,
     peers::{gnomon_command, run_ranks},
     pipeline::{
         blocked, core_context, core_state, failed, initialise, layout, module_images, session_over, ExportOptions,
@@ -62,11 +63,11 @@ pub fn cases() -> Vec<Case> {
 /// Exports the two-rank set in a helper process, then replays `ranks` of it at once, each
 /// a process on GPU 0.
 fn export_then_replay(dir: &Path, ranks: &[u32]) -> Result<(Metrics, Result<(), Verdict>), Verdict> {
-    let (core, meet) = (dir.join("core"), dir.join("meet"));
-    let mut export = gnomon_command()?;
-    export.args(["export", "allreduce", "--tp", "2", "--out"]).arg(&core);
-    let (mut metrics, exported) = run_ranks(vec![(0, export)], dir);
-    exported?;
+    let (core, meet, results) = (dir.join("core"), dir.join("meet"), dir.join("replays"));
+    std::fs::create_dir_all(&results).map_err(|e| Verdict::Blocked(format!("scratch: {e}")))?;
+    let mut metrics = Metrics::new();
+    let export = ["export", "allreduce", "--tp", "2", "--out"].map(String::from);
+    helper(&export, &core, &dir.join("export.json")).into_result(&mut metrics)?;
     let limit = if ranks.len() == 1 { ABSENT_LIMIT } else { "60s" };
     let replays = ranks.iter().map(|&rank| {
         let mut replay = gnomon_command()?;
@@ -74,7 +75,7 @@ fn export_then_replay(dir: &Path, ranks: &[u32]) -> Result<(Metrics, Result<(), 
         replay.args(["--meet-limit", limit]);
         Ok((rank, replay))
     });
-    let (replayed, outcome) = run_ranks(replays.collect::<Result<_, Verdict>>()?, &dir.join("replays"));
+    let (replayed, outcome) = run_ranks(replays.collect::<Result<_, Verdict>>()?, &results);
     metrics.extend(replayed);
     Ok((metrics, outcome))
 }

@@ -184,7 +184,11 @@ fn restore_and_launch(
     stages: &mut Stages,
 ) -> Result<ReplayReport, ReplayError> {
     let m = core.manifest();
-    let ranks = launches.ranks.clone().filter(|_| !m.peers.is_empty()).map(|link| ranks::Ranks::of(m, link));
+    let ranks = launches
+        .ranks
+        .clone()
+        .filter(|_| !m.peers.is_empty())
+        .map(|link| ranks::Ranks::new(m.context.tp_rank, m.context.tp_world_size, link));
     check_context(m, ctx, ranks.is_some())?;
     let handed = matches!(executables, Executables::Handed(_));
     let mut mapping =

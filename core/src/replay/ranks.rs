@@ -37,9 +37,9 @@ pub(super) struct Ranks {
 }
 
 impl Ranks {
-    pub(super) fn of(m: &Manifest, link: RankLink) -> Self {
-        let rank = m.context.tp_rank;
-        let others = (0..m.context.tp_world_size).filter(|&r| r != rank).collect();
+    /// Rank `rank` of `world`, meeting the others at `link`.
+    pub(super) fn new(rank: u32, world: u32, link: RankLink) -> Self {
+        let others = (0..world).filter(|&r| r != rank).collect();
         Self { link, rank, others, steps: Cell::new(0) }
     }
 
@@ -177,6 +177,26 @@ fn pieces(range: &PeerRange, shards: &[Shared]) -> Result<Vec<Piece>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rank_meets_every_other_in_steps_numbered_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = RankLink { dir: dir.path().to_owned(), limit: Duration::from_secs(5) };
+        std::thread::scope(|scope| {
+            for rank in 0..3 {
+                let link = link.clone();
+                scope.spawn(move || {
+                    let ranks = Ranks::new(rank, 3, link);
+                    assert_eq!(ranks.others, (0..3).filter(|&r| r != rank).collect());
+                    (0..2).for_each(|_| ranks.sync().unwrap());
+                });
+            }
+        });
+        let mut steps: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        steps.sort();
+        assert_eq!(steps, ["sync-0", "sync-1"]);
+    }
 
     const MIB: u64 = 1 << 20;
 
