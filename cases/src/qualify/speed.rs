@@ -20,9 +20,15 @@ pub const RESOLUTION_US: f64 = 1.0;
 /// The verdict on one template: `recorded` is the exporter's speed, `restored` the
 /// restore's (timed only where one was recorded).
 pub fn judged(template: &str, recorded: Option<&Speed>, restored: Option<&Speed>) -> Result<Metrics, Verdict> {
-    let (Some(recorded), Some(restored)) = (recorded, restored) else {
+    let Some(recorded) = recorded else {
         return Err(Verdict::Skipped(format!(
             "the core records no speed for template `{template}`: its exporter did not time its launches"
+        )));
+    };
+    let Some(restored) = restored else {
+        return Err(Verdict::Skipped(format!(
+            "template `{template}` was not timed: a rank that reaches into its peers' memory launches with \
+             them, one launch at a time, not back to back as its exporter timed it"
         )));
     };
     // The noise allowance: the wider of the two runs' spreads (90th less 10th percentile)
@@ -86,5 +92,7 @@ mod tests {
     fn a_core_without_a_recorded_speed_skips_the_case() {
         let skipped = judged("b1", None, None);
         assert!(matches!(skipped, Err(Verdict::Skipped(why)) if why.contains("records no speed for template `b1`")));
+        let untimed = judged("b1", Some(&speed(5.0, 0.1)), None);
+        assert!(matches!(untimed, Err(Verdict::Skipped(why)) if why.contains("`b1` was not timed")));
     }
 }
