@@ -344,6 +344,33 @@ mod tests {
         insta::assert_snapshot!(e.to_string(), @"rank 1: answered as rank 3 with 0 of 0 descriptors and a note of 0 B");
     }
 
+    /// Rank 0 asks a stand-in for rank 1 that answers with `answer`, or not at all.
+    fn answered(answer: Option<&[u8]>, limit: Duration) -> E {
+        let dir = tempfile::tempdir().unwrap();
+        let stand_in = UnixListener::bind(dir.path().join("rank-1.sock")).unwrap();
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                let (mut stream, _) = stand_in.accept().unwrap();
+                stream.read_exact(&mut [0u8; 4]).unwrap();
+                match answer {
+                    Some(bytes) => stream.write_all(bytes).unwrap(),
+                    None => thread::sleep(limit * 2),
+                }
+            });
+            Meeting { dir: dir.path(), rank: 0, limit }.take(1, Instant::now() + limit).unwrap_err()
+        })
+    }
+
+    #[test]
+    fn a_peer_that_accepts_and_never_answers_or_miscounts_is_refused() {
+        let silent = answered(None, Duration::from_millis(200));
+        insta::assert_snapshot!(silent, @"rank 1: accepted the call and sent nothing in time");
+        // From the right rank, saying 2 descriptors and sending none.
+        let header: Vec<u8> = [1u32, 2, 0].iter().flat_map(|c| c.to_le_bytes()).collect();
+        let miscounted = answered(Some(&header), LIMIT);
+        insta::assert_snapshot!(miscounted, @"rank 1: answered as rank 1 with 0 of 2 descriptors and a note of 0 B");
+    }
+
     #[test]
     fn as_many_descriptors_as_a_message_carries_arrive() {
         let dir = tempfile::tempdir().unwrap();
