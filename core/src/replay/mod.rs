@@ -219,7 +219,8 @@ fn restore_and_launch(
     })?;
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
-    let launched = launch_all(ctx, core, &arena, &plan, launches.each.max(1), &checksummer, ranks.as_ref(), stages)?;
+    let restored = Restored { ctx, core, arena: &arena, plan: &plan, checksummer: &checksummer, ranks: ranks.as_ref() };
+    let launched = launch_all(&restored, launches.each.max(1), stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || time_recorded(ctx, core, &arena, &plan))?,
@@ -230,8 +231,7 @@ fn restore_and_launch(
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
-        repoisoned =
-            launch_all(ctx, core, &arena, &plan, 1, &checksummer, ranks.as_ref(), &mut Stages::default())?.outputs;
+        repoisoned = launch_all(&restored, 1, &mut Stages::default())?.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
@@ -541,6 +541,17 @@ fn plan(m: &Manifest, execs: Vec<GraphExec>) -> Result<ReplayPlan<GraphExec>, Re
     Ok(ReplayPlan::new(&recorded, execs)?)
 }
 
+/// A restored core, ready to launch: what every launch of [`launch_all`] uses.
+struct Restored<'r> {
+    ctx: &'r Context,
+    core: &'r Core,
+    arena: &'r LoadedState,
+    plan: &'r ReplayPlan<GraphExec>,
+    checksummer: &'r checksum::Checksummer,
+    /// A rank of a set with peers launches with the others.
+    ranks: Option<&'r ranks::Ranks>,
+}
+
 /// What [`launch_all`] gives back: the outputs, and launch times in seconds by CUDA
 /// events (the first launch, and all of them).
 struct Launched {
@@ -554,17 +565,8 @@ struct Launched {
 /// weight changed (a check reads every weight: one per launch would cost more than the
 /// restore). A rank of a set with peers launches with the others: all reset, then all
 /// launch, then all finish, before anyone resets again.
-#[allow(clippy::too_many_arguments)]
-fn launch_all(
-    ctx: &Context,
-    core: &Core,
-    arena: &LoadedState,
-    plan: &ReplayPlan<GraphExec>,
-    launches: u32,
-    checksummer: &checksum::Checksummer,
-    ranks: Option<&ranks::Ranks>,
-    stages: &mut Stages,
-) -> Result<Launched, ReplayError> {
+fn launch_all(r: &Restored, launches: u32, stages: &mut Stages) -> Result<Launched, ReplayError> {
+    let Restored { ctx, core, arena, plan, checksummer, ranks } = *r;
     let (m, stream) = (core.manifest(), ctx.stream()?);
     let weights = stages.time(Stage::WeightsCheck, || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
