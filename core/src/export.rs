@@ -268,8 +268,8 @@ impl Exporter {
 
     /// Every eight bytes at an 8-aligned place of a parameter (a pointer, or a field of a
     /// struct or tensor map) whose value lies in a buffer or a peer's window are recorded
-    /// as a pointer. (A
-    /// double whose bits fall inside the arena would be a denormal near 1e-310.)
+    /// as a pointer. (A double whose bits fall inside the arena would be a denormal near
+    /// 1e-310.)
     fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
         let mut pointers = Vec::new();
         for (param, slot) in layout.iter().enumerate() {

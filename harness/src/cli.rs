@@ -308,9 +308,9 @@ pub struct ReplayArgs {
     /// the ranks, each replayed by a process of its own at once, meet.
     #[arg(long)]
     pub meet: Option<PathBuf>,
-    /// How long a rank waits for the others at each meeting.
-    #[arg(long, default_value = "60s", value_parser = parse_timeout)]
-    pub meet_limit: Duration,
+    /// How long a rank waits for the others at each meeting [default: 60s].
+    #[arg(long, value_parser = parse_timeout)]
+    pub meet_limit: Option<Duration>,
     /// Also write the outcome and stage timings as JSON here.
     #[arg(long)]
     pub result: Option<PathBuf>,

@@ -51,7 +51,8 @@ fn run(cli: Cli) -> i32 {
         }
         Command::Validate(args) => commands::validate_cores(&args),
         Command::Replay(args) => {
-            let ranks = args.meet.map(|dir| gnomon_core::replay::RankLink { dir, limit: args.meet_limit });
+            let limit = args.meet_limit.unwrap_or(gnomon_core::replay::MEETING_LIMIT);
+            let ranks = args.meet.map(|dir| gnomon_core::replay::RankLink { dir, limit });
             gnomon_cases::replay::replay_command(&args.core, ranks, args.result.as_deref())
         }
         Command::Export(args) => {

@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     path::Path,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
 use gnomon_core::{
@@ -15,7 +15,7 @@ use gnomon_core::{
     format::{Speed, Template},
     replay::{
         rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, RankLink, ReplayReport, Stage,
-        StageFailure, StartError, Started,
+        StageFailure, StartError, Started, MEETING_LIMIT,
     },
     Core,
 };
@@ -34,15 +34,10 @@ use crate::{
     Case, Metrics, Verdict,
 };
 
-/// `gnomon __qualify-core CORE --prefix P [--device D] [--profile FILE]`: writes the
-/// records of the core's cases to `result_file` as a JSON array. `device` is given for a
-/// rank of a set, which must run on the GPU of its rank.
-/// How long a rank waits for the others of its set at each meeting: for their restore to
-/// reach its mapping, and at each launch.
-const MEETING_LIMIT: Duration = Duration::from_secs(60);
-
-/// The child of one core: restores it on `device` and judges its cases into `result_file`.
-/// A rank whose kernels reach into its peers' memory meets them in `meet`.
+/// `gnomon __qualify-core CORE --prefix P [--device D] [--meet DIR] [--profile FILE]`:
+/// writes the records of the core's cases to `result_file` as a JSON array. `device` is
+/// given for a rank of a set, which must run on that GPU; a rank whose kernels reach into
+/// its peers' memory meets them in `meet`.
 pub fn judge_command(
     dir: &Path,
     prefix: &str,

@@ -10,7 +10,7 @@ use gnomon_core::{
     export::{Exporter, ModuleImage},
     flags::resolve,
     format::{
-        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, Producer,
+        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, PeerRange, Producer,
         RecordedFlags, Speed,
     },
     params::ParamBlob,
@@ -101,8 +101,8 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let free_at_start = free(&ctx)?;
     let inits = w.buffers();
-    let (buffers, arena) = layout(&inits, cap, &ctx, ARENA_BASE)?;
-    let session = open_session(w, &ctx, &inits, &buffers, &arena)?;
+    let (buffers, arena) = layout(&inits, cap, &ctx)?;
+    let session = open_session(w, &ctx, &inits, &buffers, &arena, &[])?;
     let mut lowest_free = free(&ctx)?;
     let templates: Vec<(String, u64, RetainedGraph)> = w
         .templates()
@@ -173,13 +173,8 @@ fn free(ctx: &Context) -> Result<u64, Verdict> {
     ctx.synchronize().and_then(|_| ctx.memory()).map(|(free, _)| free).map_err(blocked("read device memory"))
 }
 
-/// Places buffers one after another, aligned, and sizes an arena at `base`.
-pub(super) fn layout(
-    inits: &[BufferInit],
-    cap: u64,
-    ctx: &Context,
-    base: u64,
-) -> Result<(Vec<Buffer>, Arena), Verdict> {
+/// Places buffers one after another, aligned, and sizes the arena.
+pub(super) fn layout(inits: &[BufferInit], cap: u64, ctx: &Context) -> Result<(Vec<Buffer>, Arena), Verdict> {
     let mut offset = 0;
     let buffers: Vec<Buffer> = inits
         .iter()
@@ -191,28 +186,39 @@ pub(super) fn layout(
         .collect();
     let granularity = ArenaMapping::granularity(ctx).map_err(blocked("allocation granularity"))?;
     let size = offset.next_multiple_of(ARENA_QUANTUM).max(2 * ARENA_QUANTUM);
-    Ok((buffers, Arena { base, size, shard_cap: cap, granularity }))
+    Ok((buffers, Arena { base: ARENA_BASE, size, shard_cap: cap, granularity }))
 }
 
 /// Maps the arena shard by shard at its fixed addresses, uploads the initial buffers,
 /// compiles the kernels and makes the streams and events the workload issues on.
-fn open_session(
+/// A rank that `peers` map (a rank set whose kernels reach into each other's arenas) maps
+/// its arena shareable, and names each peer's buffers `rank-P/NAME` at its window, where
+/// every rank's buffers lie at the same offsets.
+pub(super) fn open_session(
     w: &dyn Workload,
     ctx: &Context,
     inits: &[BufferInit],
     buffers: &[Buffer],
     arena: &Arena,
+    peers: &[PeerRange],
 ) -> Result<Session, Verdict> {
     let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    let shards: Vec<(u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size)).collect();
-    let mapping = ArenaMapping::map(ctx, &shards).map_err(|e| match e {
+    let shards: Vec<(u64, u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size, s.size)).collect();
+    let mapped = match peers.is_empty() {
+        true => ArenaMapping::map_parts(ctx, &shards),
+        false => ArenaMapping::map_shareable(ctx, &shards),
+    };
+    let mapping = mapped.map_err(|e| match e {
         CudaError::AddressNotHonoured { wanted, got, size } => Verdict::Blocked(format!(
             "the driver did not honour the arena address: wanted 0x{wanted:x} for {size} B, got 0x{got:x}"
         )),
         other => Verdict::Blocked(format!("map the arena: {other}")),
     })?;
-    let addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
+    let mut addresses: HashMap<String, u64> = buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
+    for p in peers {
+        addresses.extend(buffers.iter().map(|b| (format!("rank-{}/{}", p.rank, b.name), p.address + b.offset)));
+    }
     let session = session_over(w, ctx, mapping, addresses)?;
     initialise(ctx, &session.stream, inits, buffers, arena.base)?;
     Ok(session)
@@ -282,7 +288,7 @@ pub(super) fn core_context(ctx: &Context, options: ExportOptions) -> Result<Core
 }
 
 /// Writes each buffer's first contents: bytes from the host, hashed weights on the device.
-pub(super) fn initialise(
+fn initialise(
     ctx: &Context,
     stream: &Stream,
     inits: &[BufferInit],
@@ -348,17 +354,11 @@ fn original_run(
             // SAFETY: a buffer of the mapped arena.
             let bytes =
                 unsafe { s.ctx.read(s.addresses[&b.name], b.size) }.map_err(blocked("read the original's output"))?;
-            let diff = max_scaled_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
-            if diff > w.tolerance() {
-                return Err(Verdict::Blocked(format!(
+            outputs.push(digest_within(buffer, &bytes, &expected, w.tolerance()).map_err(|diff| {
+                Verdict::Blocked(format!(
                     "fixture: the original run of `{name}` differs from the CPU reference in `{buffer}` by {diff}"
-                )));
-            }
-            outputs.push(OutputDigest {
-                buffer: buffer.into(),
-                sha256: hash_hex(&bytes[..]).expect("hashing memory"),
-                variation: None,
-            });
+                ))
+            })?);
         }
         expectations.push(Expectation {
             template: name,
@@ -369,6 +369,20 @@ fn original_run(
         });
     }
     Ok(expectations)
+}
+
+/// The digest of an original run's output `buffer` that is within `tolerance` of the CPU
+/// reference's `expected`; the difference where it is not.
+pub(super) fn digest_within(buffer: &str, bytes: &[u8], expected: &[f32], tolerance: f32) -> Result<OutputDigest, f32> {
+    let diff = max_scaled_diff(&from_bytes(bytes), expected).unwrap_or(f32::INFINITY);
+    match diff <= tolerance {
+        true => Ok(OutputDigest {
+            buffer: buffer.into(),
+            sha256: hash_hex(bytes).expect("hashing memory"),
+            variation: None,
+        }),
+        false => Err(diff),
+    }
 }
 
 fn timing(e: ReplayError) -> Verdict {

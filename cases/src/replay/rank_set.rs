@@ -10,22 +10,19 @@
 use std::{path::Path, time::Instant};
 
 use gnomon_core::{
-    cuda::{ArenaMapping, Context, RetainedGraph},
+    cuda::{Context, RetainedGraph},
     export::Exporter,
     format::{hash_hex, Arena, Buffer, Expectation, OutputDigest, PeerRange, RecordedFlags},
     replay::{map_own_range, LoadedState},
-    shards::{plan, ShardCap, GIB},
+    shards::GIB,
 };
-use gnomon_fixtures::{
-    reference::{from_bytes, max_scaled_diff},
-    workloads::{allreduce::AllReduceRank, Contents, Workload},
-};
+use gnomon_fixtures::workloads::{allreduce::AllReduceRank, Contents, Workload};
 
 use super::{
     helper,
     peers::{gnomon_command, run_ranks},
     pipeline::{
-        blocked, core_context, core_state, failed, initialise, layout, module_images, session_over, ExportOptions,
+        blocked, core_context, core_state, digest_within, failed, layout, module_images, open_session, ExportOptions,
         Session, ARENA_BASE,
     },
     scratch,
@@ -68,11 +65,13 @@ fn export_then_replay(dir: &Path, ranks: &[u32]) -> Result<(Metrics, Result<(), 
     let mut metrics = Metrics::new();
     let export = ["export", "allreduce", "--tp", "2", "--out"].map(String::from);
     helper(&export, &core, &dir.join("export.json")).into_result(&mut metrics)?;
-    let limit = if ranks.len() == 1 { ABSENT_LIMIT } else { "60s" };
     let replays = ranks.iter().map(|&rank| {
         let mut replay = gnomon_command()?;
         replay.arg("replay").arg(core.join(format!("rank-{rank}"))).arg("--meet").arg(&meet);
-        replay.args(["--meet-limit", limit]);
+        // Alone, a rank is told to give up on its peer sooner than the default limit.
+        if ranks.len() == 1 {
+            replay.args(["--meet-limit", ABSENT_LIMIT]);
+        }
         Ok((rank, replay))
     });
     let (replayed, outcome) = run_ranks(replays.collect::<Result<_, Verdict>>()?, &results);
@@ -103,7 +102,7 @@ pub fn export_rank_set(ranks: &'static [AllReduceRank], cap: u64, dir: &Path) ->
     let ctx = Context::new(0).map_err(blocked("open device 0"))?;
     let world = ranks.len() as u32;
     let inits = ranks[0].buffers();
-    let (buffers, arena) = layout(&inits, cap, &ctx, ARENA_BASE)?;
+    let (buffers, arena) = layout(&inits, cap, &ctx)?;
     // Every rank has the same layout at its own base; a peer maps what a rank uses.
     let used = buffers.iter().map(|b| b.offset + b.size).max().unwrap_or(0).next_multiple_of(arena.granularity);
     let arena_of = |r: u32| Arena { base: ARENA_BASE + u64::from(r) * RANK_STRIDE, ..arena };
@@ -113,7 +112,7 @@ pub fn export_rank_set(ranks: &'static [AllReduceRank], cap: u64, dir: &Path) ->
     };
     let mut sessions = Vec::new();
     for w in ranks {
-        sessions.push(open_rank(w, &ctx, &buffers, arena_of(w.rank), &peers_of(w.rank))?);
+        sessions.push(open_session(w, &ctx, &w.buffers(), &buffers, &arena_of(w.rank), &peers_of(w.rank))?);
     }
     for w in ranks {
         for range in peers_of(w.rank) {
@@ -169,29 +168,6 @@ pub fn export_rank_set(ranks: &'static [AllReduceRank], cap: u64, dir: &Path) ->
     Ok(Metrics::from([measured("export-s", export_s, "s"), measured("window-bytes", used as f64, "B")]))
 }
 
-/// Rank `w`'s arena mapped shareable at its base, its buffers initialised, its kernels
-/// loaded; its peers' buffers named `rank-P/NAME` at their windows.
-fn open_rank(
-    w: &AllReduceRank,
-    ctx: &Context,
-    buffers: &[Buffer],
-    arena: Arena,
-    peers: &[PeerRange],
-) -> Result<Session, Verdict> {
-    let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    let shards: Vec<(u64, u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size, s.size)).collect();
-    let mapping = ArenaMapping::map_shareable(ctx, &shards).map_err(blocked("map the rank's arena"))?;
-    let mut addresses: std::collections::HashMap<String, u64> =
-        buffers.iter().map(|b| (b.name.clone(), arena.base + b.offset)).collect();
-    for p in peers {
-        addresses.extend(buffers.iter().map(|b| (format!("rank-{}/{}", p.rank, b.name), p.address + b.offset)));
-    }
-    let session = session_over(w, ctx, mapping, addresses)?;
-    initialise(ctx, &session.stream, &w.buffers(), buffers, arena.base)?;
-    Ok(session)
-}
-
 /// Every rank's step issued eagerly on its own stream, all at once (each rank's
 /// all-reduce waits for the others'), checked bit for bit against the CPU reference; each
 /// rank's output digests.
@@ -211,18 +187,12 @@ fn original_run(
         let mut outputs = Vec::new();
         for (buffer, expected) in w.reference("step", &Contents(&no_inputs)) {
             let bytes = read(s, buffers, buffer)?;
-            let diff = max_scaled_diff(&from_bytes(&bytes), &expected).unwrap_or(f32::INFINITY);
-            if diff > w.tolerance() {
-                return Err(Verdict::Failed(format!(
+            outputs.push(digest_within(buffer, &bytes, &expected, w.tolerance()).map_err(|diff| {
+                Verdict::Failed(format!(
                     "rank {}: the original run's `{buffer}` differs from the CPU reference by {diff}",
                     w.rank
-                )));
-            }
-            outputs.push(OutputDigest {
-                buffer: buffer.into(),
-                sha256: hash_hex(&bytes[..]).expect("hashing memory"),
-                variation: None,
-            });
+                ))
+            })?);
         }
         digests.push(outputs);
     }

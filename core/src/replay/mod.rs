@@ -27,7 +27,7 @@ use bytesize::ByteSize;
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::LoadedState;
-pub use ranks::{map_own_range, RankLink};
+pub use ranks::{map_own_range, RankLink, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
 pub use stage::Stage;

@@ -21,6 +21,11 @@ use crate::{
     rendezvous::{Meeting, Offer, Taken},
 };
 
+/// How long a rank waits for the others at each meeting unless told otherwise: for their
+/// restore to reach its mapping, and at each launch. (`gnomon replay --meet-limit`
+/// defaults to it too.)
+pub const MEETING_LIMIT: Duration = Duration::from_secs(60);
+
 /// Where the ranks of a set meet (a directory they share), and how long each waits there.
 #[derive(Clone, Debug)]
 pub struct RankLink {
