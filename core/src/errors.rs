@@ -247,6 +247,8 @@ pub enum TensorParallelError {
     Mismatch { rank: u32, what: String },
     #[error("rank {rank}'s peer range {index} ends at {end:#x} of rank {peer}'s arena, past the {used:#x} bytes that rank uses (replay maps and shares no more)")]
     PeerUnused { rank: u32, index: usize, peer: u32, end: u64, used: u64 },
+    #[error("rank {rank}'s peer range {index} maps {offset:#x}..{end:#x} of rank {peer}'s arena, which splits a shard (a window maps its peer's shards whole)")]
+    PeerSplitsShard { rank: u32, index: usize, peer: u32, offset: u64, end: u64 },
 }
 
 /// Rank processes meeting to share their memory (`crate::rendezvous`).

@@ -29,17 +29,24 @@ pub fn check(cores: &[&Manifest]) -> Result<(), E> {
     for m in cores {
         agree(reference, m).map_err(|what| E::Mismatch { rank: m.context.tp_rank, what })?;
     }
-    peers_used(cores, reference.used_end())
+    peers_whole(cores, &reference.mapped_ranges())
 }
 
-/// Every peer range lies in what its peer uses (`used`, one end for all: the ranks agree
-/// on their buffers): replay maps, and shares, only that.
-fn peers_used(cores: &[&Manifest], used: u64) -> Result<(), E> {
+/// Every peer range covers whole shards of what its peer maps (`mapped`, one layout for
+/// all: the ranks agree on their arenas and buffers): replay maps, and shares, only that,
+/// and a window maps a peer's shards whole.
+fn peers_whole(cores: &[&Manifest], mapped: &[(u64, u64)]) -> Result<(), E> {
+    let used = mapped.last().map_or(0, |&(offset, len)| offset + len);
     for m in cores {
         for (index, p) in m.peers.iter().enumerate() {
-            let end = p.offset.saturating_add(p.size);
+            let (rank, peer, end) = (m.context.tp_rank, p.rank, p.offset.saturating_add(p.size));
             if end > used {
-                return Err(E::PeerUnused { rank: m.context.tp_rank, index, peer: p.rank, end, used });
+                return Err(E::PeerUnused { rank, index, peer, end, used });
+            }
+            let starts = mapped.iter().any(|&(offset, _)| offset == p.offset);
+            let ends = mapped.iter().any(|&(offset, len)| offset + len == end);
+            if !(starts && ends) {
+                return Err(E::PeerSplitsShard { rank, index, peer, offset: p.offset, end });
             }
         }
     }

@@ -6,7 +6,7 @@ use gnomon_core::{
     format::{Manifest, PeerRange},
     tensor_parallel::check,
 };
-use gnomon_fixtures::sample::{CoreDraft, GRANULARITY};
+use gnomon_fixtures::sample::{CoreDraft, CAP, GRANULARITY};
 
 use crate::{accepted, ensure, refused, Case, Verdict};
 
@@ -76,10 +76,16 @@ pub fn cases() -> Vec<Case> {
         }),
         Case::new("cpu/tensor-parallel/peer-mapped-ranks-accepted", CLAIM, |_| {
             let (mut rank0, rank1) = peered_ranks();
-            // A second range that ends where rank 1's last buffer does.
-            let last = PeerRange { offset: rank1.used_end() - GRANULARITY, ..rank0.peers[0] };
-            rank0.peers.push(PeerRange { address: last.address + GRANULARITY, ..last });
-            accepted(check(&[&rank0, &rank1]), "checking a rank that maps its peer's first and last granules")
+            // A second range: the last shard, up to where rank 1's last buffer ends.
+            let (offset, size) = *rank1.mapped_ranges().last().expect("the sample maps shards");
+            rank0.peers.push(PeerRange { offset, size, address: rank0.peers[0].address + CAP, ..rank0.peers[0] });
+            accepted(check(&[&rank0, &rank1]), "checking a rank that maps its peer's first and last shards")
+        }),
+        Case::new("cpu/tensor-parallel/peer-range-splitting-a-shard-refused", CLAIM, |_| {
+            let (mut rank0, rank1) = peered_ranks();
+            rank0.peers[0].size = GRANULARITY;
+            refused(check(&[&rank0, &rank1]), |e| matches!(e, E::PeerSplitsShard { rank: 0, index: 0, peer: 1, .. }))
+                .map(drop)
         }),
         Case::new("cpu/tensor-parallel/peer-range-past-used-refused", CLAIM, |_| {
             let (mut rank0, mut rank1) = peered_ranks();
@@ -97,9 +103,10 @@ pub fn cases() -> Vec<Case> {
     ]
 }
 
-/// Rank 0 maps the first granule of rank 1's arena; rank 1 maps nothing.
+/// Rank 0 maps the first shard of rank 1's arena; rank 1 maps nothing.
 fn peered_ranks() -> (Manifest, Manifest) {
-    let rank0 = CoreDraft::peered().manifest;
+    let mut rank0 = CoreDraft::peered().manifest;
+    rank0.peers[0].size = CAP;
     let mut rank1 = CoreDraft::sample().manifest;
     (rank1.context.tp_rank, rank1.context.tp_world_size) = (1, 2);
     (rank0, rank1)

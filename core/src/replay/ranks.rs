@@ -162,7 +162,9 @@ struct Piece {
 }
 
 /// How a peer range is mapped from the shards its peer shares: one piece per shard it
-/// crosses, in order. Every byte of the range must be backed by one of them.
+/// crosses, in order. Every byte of the range must be backed by one of them, and each
+/// shard mapped whole: driver 580 refuses to map part of an allocation
+/// (`CUDA_ERROR_NOT_SUPPORTED`).
 fn pieces(range: &PeerRange, shards: &[Shared]) -> Result<Vec<Piece>, String> {
     let end = range.offset.checked_add(range.size).ok_or("its end overflows")?;
     let mut at = range.offset;
@@ -173,7 +175,13 @@ fn pieces(range: &PeerRange, shards: &[Shared]) -> Result<Vec<Piece>, String> {
                 format!("offset {at:#x} of rank {}'s arena is backed by no shard it shares", range.rank)
             })?;
         let len = (s.offset + s.backed).min(end) - at;
-        pieces.push(Piece { shard, offset: at - s.offset, len });
+        if at != s.offset || len != s.backed {
+            return Err(format!(
+                "it maps {len:#x} bytes from {at:#x} of rank {}'s shard at {:#x} ({:#x} bytes), and a window maps a shard whole",
+                range.rank, s.offset, s.backed
+            ));
+        }
+        pieces.push(Piece { shard, offset: 0, len });
         at += len;
     }
     Ok(pieces)
@@ -210,24 +218,28 @@ mod tests {
     }
 
     #[test]
-    fn a_range_across_two_shards_is_mapped_in_two_pieces_in_order() {
-        let shards = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 64 * MIB, backed: 2 * MIB }];
+    fn a_range_across_two_shards_is_mapped_in_two_whole_pieces_in_order() {
+        let across = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 64 * MIB, backed: 2 * MIB }];
+        assert_eq!(pieces(&range(0, 4 * MIB), &across).unwrap(), [Piece { shard: 0, offset: 0, len: 4 * MIB }]);
+        let adjacent = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 4 * MIB, backed: 4 * MIB }];
         assert_eq!(
-            pieces(&range(2 * MIB, 2 * MIB), &shards).unwrap(),
-            [Piece { shard: 0, offset: 2 * MIB, len: 2 * MIB }]
-        );
-        let across = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 4 * MIB, backed: 4 * MIB }];
-        assert_eq!(
-            pieces(&range(2 * MIB, 4 * MIB), &across).unwrap(),
-            [Piece { shard: 0, offset: 2 * MIB, len: 2 * MIB }, Piece { shard: 1, offset: 0, len: 2 * MIB }]
+            pieces(&range(0, 8 * MIB), &adjacent).unwrap(),
+            [Piece { shard: 0, offset: 0, len: 4 * MIB }, Piece { shard: 1, offset: 0, len: 4 * MIB }]
         );
     }
 
     #[test]
     fn a_range_past_what_the_peer_backs_is_refused_at_its_first_unbacked_byte() {
         let shards = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 64 * MIB, backed: 2 * MIB }];
-        insta::assert_snapshot!(pieces(&range(2 * MIB, 4 * MIB), &shards).unwrap_err(), @"offset 0x400000 of rank 1's arena is backed by no shard it shares");
+        insta::assert_snapshot!(pieces(&range(0, 6 * MIB), &shards).unwrap_err(), @"offset 0x400000 of rank 1's arena is backed by no shard it shares");
         assert!(pieces(&range(u64::MAX, 2), &shards).is_err());
+    }
+
+    #[test]
+    fn a_range_over_part_of_a_shard_is_refused_as_the_driver_would() {
+        let shards = [Shared { offset: 0, backed: 4 * MIB }, Shared { offset: 4 * MIB, backed: 4 * MIB }];
+        insta::assert_snapshot!(pieces(&range(2 * MIB, 2 * MIB), &shards).unwrap_err(), @"it maps 0x200000 bytes from 0x200000 of rank 1's shard at 0x0 (0x400000 bytes), and a window maps a shard whole");
+        assert!(pieces(&range(0, 6 * MIB), &shards).is_err(), "the second shard is mapped in part");
     }
 
     #[test]
