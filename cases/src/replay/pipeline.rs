@@ -15,7 +15,7 @@ use gnomon_core::{
     },
     params::ParamBlob,
     replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
-    shards::{plan, ShardCap, MIB},
+    shards::{plan, ShardCap, ShardSpan, MIB},
 };
 use gnomon_fixtures::{
     kernels::FILL,
@@ -204,7 +204,15 @@ pub(super) fn open_session(
 ) -> Result<Session, Verdict> {
     let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    let shards: Vec<(u64, u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size, s.size)).collect();
+    // A rank whose peers map its memory backs what it uses, as its replay will: a window
+    // maps a peer's allocations whole (driver 580 maps no part of one), and the whole
+    // reservation stays (a small one was placed elsewhere when made again).
+    let used = buffers.iter().map(|b| b.offset + b.size).max().unwrap_or(0).next_multiple_of(arena.granularity);
+    let backed = |s: &ShardSpan| match peers.is_empty() {
+        true => s.size,
+        false => s.size.min(used.saturating_sub(s.offset)),
+    };
+    let shards: Vec<(u64, u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size, backed(s))).collect();
     let mapped = match peers.is_empty() {
         true => ArenaMapping::map_parts(ctx, &shards),
         false => ArenaMapping::map_shareable(ctx, &shards),

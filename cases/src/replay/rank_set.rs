@@ -103,10 +103,9 @@ pub fn export_rank_set(ranks: &'static [AllReduceRank], cap: u64, dir: &Path) ->
     let world = ranks.len() as u32;
     let inits = ranks[0].buffers();
     let (buffers, arena) = layout(&inits, cap, &ctx)?;
-    // Every rank has the same layout at its own base, and an arena of just what it uses:
-    // a window maps its peer's allocations whole, which is all the driver maps.
+    // Every rank has the same layout at its own base; a peer maps what a rank uses.
     let used = buffers.iter().map(|b| b.offset + b.size).max().unwrap_or(0).next_multiple_of(arena.granularity);
-    let arena_of = |r: u32| Arena { base: ARENA_BASE + u64::from(r) * RANK_STRIDE, size: used, ..arena };
+    let arena_of = |r: u32| Arena { base: ARENA_BASE + u64::from(r) * RANK_STRIDE, ..arena };
     let peers_of = |r: u32| -> Vec<PeerRange> {
         let others = (0..world).filter(move |&p| p != r);
         others.map(|p| PeerRange { rank: p, offset: 0, size: used, address: window(r, p) }).collect()
