@@ -37,6 +37,10 @@ pub enum KitError {
     MissingImage { template: String, node: usize, kernel: String, library: String, source: RecordError },
     #[error("template `{template}` node {node}: kernel `{kernel}` of `{library}` cannot be exported: {reason}")]
     Collective { template: String, node: usize, kernel: String, library: String, reason: &'static str },
+    #[error(
+        "rank {rank} of a world of {world} must map every other rank's arena once; its windows are for ranks {peers:?}"
+    )]
+    RankSet { rank: u32, world: u32, peers: Vec<u32> },
     #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]
     ImageKind { sha256: String, head: String },
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]

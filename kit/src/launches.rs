@@ -12,7 +12,7 @@ use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     format::{hash_hex, Expectation, Manifest, OutputDigest, Variation},
-    replay::{time_launches, Checksummer, LoadedState, POISON, TIMED_LAUNCHES},
+    replay::{time_launches, Checksummer, LoadedState, Ranks, POISON, TIMED_LAUNCHES},
     spread::{Element, Spread},
 };
 use serde::Serialize;
@@ -83,6 +83,7 @@ pub fn expectations(
     flags: u64,
     declared: &Declared,
     launches: u32,
+    ranks: Option<&Ranks>,
 ) -> Result<Expected, KitError> {
     let m = exporter.manifest();
     let stream = ctx.stream()?;
@@ -92,12 +93,15 @@ pub fn expectations(
     let mut expected = Expected { expectations: Vec::new(), varied: Vec::new() };
     for (name, graph) in graphs {
         let exec = graph.instantiate(flags)?;
-        let observed = observe(&state, &stream, &exec, declared.compared_after(name).collect(), launches)?;
+        let compared = declared.compared_after(name).collect();
+        let observed = observe(&state, &stream, &exec, compared, launches, ranks)?;
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
+        // A rank launches its prefixes and times its launches alone, and a collective
+        // kernel waits for its peers: neither is done for a rank of a set.
         let varies = observed.iter().any(|o| !o.others.is_empty());
-        let nodes = match varies {
+        let nodes = match varies && ranks.is_none() {
             true => first_varying_node(&state, &stream, &checksummer, graph, flags, launches)?,
             false => Vec::new(),
         };
@@ -121,7 +125,10 @@ pub fn expectations(
             };
             outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256, variation });
         }
-        let speed = Some(time_launches(ctx, &exec, &state, &stream, TIMED_LAUNCHES)?);
+        let speed = match ranks {
+            None => Some(time_launches(ctx, &exec, &state, &stream, TIMED_LAUNCHES)?),
+            Some(_) => None,
+        };
         expected.expectations.push(Expectation {
             template: name.clone(),
             outputs,
@@ -133,19 +140,26 @@ pub fn expectations(
     Ok(expected)
 }
 
-/// Each compared output of `graph` over `launches` launches from the loaded state.
+/// Each compared output of `graph` over `launches` launches from the loaded state. A rank
+/// of a set launches with its peers, as replay does: all reset, all launch, all finish.
 fn observe<'d>(
     state: &LoadedState,
     stream: &Stream,
     exec: &GraphExec,
     compared: Vec<&'d Compared>,
     launches: u32,
+    ranks: Option<&Ranks>,
 ) -> Result<Vec<Observed<'d>>, KitError> {
+    let with_peers = || -> Result<(), KitError> {
+        stream.synchronize()?;
+        Ok(ranks.map(Ranks::sync).transpose().map(drop)?)
+    };
     let mut observed: Vec<Observed> = Vec::new();
     for launch in 0..launches.max(1) {
         state.reset(stream)?;
+        with_peers()?;
         exec.launch(stream)?;
-        stream.synchronize()?;
+        with_peers()?;
         for (i, c) in compared.iter().enumerate() {
             let bytes = state.read(&c.buffer)?;
             match launch {

@@ -13,8 +13,9 @@ use std::{
 use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, NodeKind, RetainedGraph},
     export::{Exporter, ModuleImage},
-    format::{Arena, Context as CoreContext, ModuleKind, Producer, RecordedFlags},
+    format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
+    replay::{RankLink, Ranks},
 };
 use serde::Serialize;
 
@@ -27,11 +28,70 @@ use crate::{
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
-/// says where the driver would have put them.
-pub fn map_arena(ctx: &Context, base: u64, size: u64) -> Result<ArenaMapping, KitError> {
+/// says where the driver would have put them. A `shareable` arena can be handed to the
+/// other ranks of a set ([`join`]).
+pub fn map_arena(ctx: &Context, base: u64, size: u64, shareable: bool) -> Result<ArenaMapping, KitError> {
     let granularity = ArenaMapping::granularity(ctx)?;
     let size = size.checked_next_multiple_of(granularity).ok_or(KitError::ArenaSize(size))?;
-    Ok(ArenaMapping::map(ctx, &[(base, size)])?)
+    Ok(match shareable {
+        false => ArenaMapping::map(ctx, &[(base, size)])?,
+        true => ArenaMapping::map_shareable(ctx, &[(base, size, size)])?,
+    })
+}
+
+/// This process as rank `rank` of a port's set: where it maps each peer's arena, and how
+/// it meets them to launch.
+pub struct RankSet {
+    pub rank: u32,
+    pub world: u32,
+    /// Each other rank and the address where this rank maps its arena, whole.
+    pub windows: Vec<(u32, u64)>,
+    ranks: Ranks,
+}
+
+/// Meets the other ranks of a set at `link`, hands them this rank's arena (`mapping`,
+/// shareable, at `base`) and maps each of theirs at its window: from here on this rank's
+/// kernels may hold addresses in its peers' arenas. Every rank's arena is of one size.
+pub fn join(
+    mapping: &mut ArenaMapping,
+    base: u64,
+    (rank, world): (u32, u32),
+    link: RankLink,
+    windows: Vec<(u32, u64)>,
+) -> Result<RankSet, KitError> {
+    every_peer_once(rank, world, &windows)?;
+    let size = mapping.shards().iter().map(|s| s.size).sum();
+    let ranges: Vec<PeerRange> =
+        windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size, address }).collect();
+    let ranks = Ranks::new(rank, world, link);
+    let ctx = mapping.context().clone();
+    let mapped = ranks.share_and_map(&ranges, &ctx, mapping, base)?;
+    mapping.keep_windows(mapped);
+    Ok(RankSet { rank, world, windows, ranks })
+}
+
+/// Rank `rank` of `world` has a window for every other rank, once.
+fn every_peer_once(rank: u32, world: u32, windows: &[(u32, u64)]) -> Result<(), KitError> {
+    let others: Vec<u32> = (0..world).filter(|&r| r != rank).collect();
+    let mut peers: Vec<u32> = windows.iter().map(|&(p, _)| p).collect();
+    peers.sort_unstable();
+    match rank < world && peers == others {
+        true => Ok(()),
+        false => Err(KitError::RankSet { rank, world, peers }),
+    }
+}
+
+impl RankSet {
+    /// Waits until every other rank of the set has come as far (the ranks call it alike).
+    pub fn sync(&self) -> Result<(), KitError> {
+        Ok(self.ranks.sync()?)
+    }
+
+    /// The ranges of its peers' arenas a rank's core maps: each peer's arena up to `used`
+    /// (what this rank uses, the ranks running one program), at its window.
+    fn peers(&self, used: u64) -> Vec<PeerRange> {
+        self.windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size: used, address }).collect()
+    }
 }
 
 /// What to export: graphs by template name (raw `CUgraph` handles), the tensors the caller
@@ -49,6 +109,8 @@ pub struct Request<'a> {
     pub launches: u32,
     /// Refuse the export when an output varies from launch to launch.
     pub bitwise: bool,
+    /// The set this process is a rank of, if it joined one.
+    pub ranks: Option<&'a RankSet>,
 }
 
 /// What an export did, for the caller's report.
@@ -129,20 +191,25 @@ pub fn export(
         sm: ctx.info().sm,
         device_name: ctx.info().name.clone(),
         driver_version: driver_version()?,
-        tp_rank: 0,
-        tp_world_size: 1,
+        tp_rank: request.ranks.map_or(0, |r| r.rank),
+        tp_world_size: request.ranks.map_or(1, |r| r.world),
         producer: request.producer,
     };
     let modules = kernels.modules(&images)?;
     let module_bytes = modules.iter().map(|m| m.image.len() as u64).sum();
     let mut exporter = Exporter::new(request.out, context, arena, declared.buffers.clone(), &modules)?;
+    if let Some(set) = request.ranks {
+        let end = declared.buffers.iter().map(|b| b.offset.saturating_add(b.size)).max().unwrap_or(0);
+        exporter.peers(set.peers(end.next_multiple_of(arena.granularity).min(arena.size)));
+    }
     let flags = RecordedFlags { explicit: Some(request.flags), from_executable: None };
     for (t, (name, graph)) in graphs.iter().enumerate() {
         exporter.template_with(name, graph, flags, |node, _| kernels.by_node.get(&(t, node.0)).cloned())?;
     }
     let (stored_bytes, snapshot_s) = exporter.snapshot(ctx, mapping)?;
     let computing = Instant::now();
-    let expected = expectations(ctx, &exporter, &graphs, request.flags, &declared, request.launches)?;
+    let ranks = request.ranks.map(|set| &set.ranks);
+    let expected = expectations(ctx, &exporter, &graphs, request.flags, &declared, request.launches, ranks)?;
     if let Some(v) = expected.varied.first().filter(|_| request.bitwise) {
         return Err(KitError::Varies {
             template: v.template.clone(),
@@ -289,6 +356,15 @@ mod tests {
             loaders: Default::default(),
             modules: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_rank_maps_every_other_rank_once() {
+        assert!(every_peer_once(1, 3, &[(2, 0x3000), (0, 0x1000)]).is_ok());
+        let refused = every_peer_once(0, 3, &[(1, 0x1000), (1, 0x2000)]).unwrap_err().to_string();
+        insta::assert_snapshot!(refused, @"rank 0 of a world of 3 must map every other rank's arena once; its windows are for ranks [1, 1]");
+        assert!(every_peer_once(0, 2, &[(0, 0x1000)]).is_err(), "itself");
+        assert!(every_peer_once(2, 2, &[(0, 0x1000), (1, 0x2000)]).is_err(), "a rank past the world");
     }
 
     #[test]

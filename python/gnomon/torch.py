@@ -17,11 +17,14 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "graph_pool", "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE",
-           "DEFAULT_LAUNCHES"]
+__all__ = ["record", "use_arena", "join_ranks", "sync_ranks", "peer_address", "graph_pool", "memory_stats",
+           "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
+#: Rank r of a set puts its arena at ``DEFAULT_BASE + r * RANK_STRIDE``, and its windows
+#: onto its peers' arenas in the second half of that stride.
+RANK_STRIDE = 1 << 40
 #: Launches of each template whose outputs an export compares.
 DEFAULT_LAUNCHES = 8
 #: The cuBLAS workspace setting that makes its kernels reproducible (cuBLAS's docs,
@@ -63,17 +66,18 @@ def record():
     _native.start_recording()
 
 
-def use_arena(size, base=DEFAULT_BASE, device=0):
+def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
     """Maps ``size`` bytes at exactly ``base`` and puts PyTorch's caching allocator on them:
     from here on this thread's tensors, and every graph captured into ``graph_pool()``, lie
     in the arena, while PyTorch's memory statistics, block reuse and shared graph pools work
     as they do without the kit. Returns the size mapped. Refused when the driver does not
-    place the range at ``base``."""
+    place the range at ``base``. A rank of a tensor-parallel set maps it ``shareable`` and
+    then calls ``join_ranks``."""
     import torch
 
     if _cuda_initialised():
         raise RuntimeError("use_arena must come before the first CUDA allocation")
-    mapped = _native.use_arena(base, parse_size(size), device)
+    mapped = _native.use_arena(base, parse_size(size), device, shareable)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
         _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free").allocator()
     # Two pools: a capture cannot allocate to the pool its thread is routed to, and a
@@ -84,6 +88,40 @@ def use_arena(size, base=DEFAULT_BASE, device=0):
     _arena["routing"].__enter__()
     atexit.register(_leave_arena)
     return mapped
+
+
+def join_ranks(rank, world, meet_dir, limit_s=60.0):
+    """Makes this process rank ``rank`` of a set of ``world``: meets the other ranks in the
+    directory ``meet_dir`` (each waits at most ``limit_s`` seconds), hands them this rank's
+    arena (``use_arena(..., shareable=True)``) and maps each of theirs, whole, at a window
+    of its own. From here on its kernels may hold addresses in its peers' arenas
+    (``peer_address``), ``export`` records the windows and launches with the other ranks,
+    and ``gnomon qualify --ranks-on-one-gpu`` replays the set's cores together. Every rank
+    must map an arena of one size, and allocate the buffers its peers read in the same
+    order (so they lie at the same offsets). Returns {peer: window address}."""
+    base, size = _arena["base"], _arena["size"]
+    stride = -(-size // (1 << 30)) * (1 << 30)
+    windows = {p: base + RANK_STRIDE // 2 + p * stride for p in range(world) if p != rank}
+    if stride * world > RANK_STRIDE // 2:
+        raise ValueError(f"{world} windows of {stride} bytes do not fit in half a rank's stride of {RANK_STRIDE}")
+    _native.join_ranks(rank, world, os.fspath(meet_dir), sorted(windows.items()), float(limit_s))
+    _arena["windows"] = windows
+    return dict(windows)
+
+
+def sync_ranks():
+    """Waits until every other rank of the set has called it as often: a barrier between
+    the ranks' processes, for eager launches of a collective outside a graph."""
+    _native.sync_ranks()
+
+
+def peer_address(tensor, peer):
+    """Where this rank sees ``peer``'s copy of ``tensor``: the same offset in its arena,
+    through the window ``join_ranks`` mapped."""
+    offset = tensor.data_ptr() - _arena["base"]
+    if not 0 <= offset < _arena["size"]:
+        raise ValueError(f"the tensor at {tensor.data_ptr():#x} is not in the gnomon arena")
+    return _arena["windows"][peer] + offset
 
 
 def _leave_arena():

@@ -7,6 +7,7 @@ use std::{
     ffi::c_void,
     path::PathBuf,
     sync::{Mutex, MutexGuard},
+    time::Duration,
 };
 
 use gnomon_core::{
@@ -14,13 +15,14 @@ use gnomon_core::{
     cuda::{ArenaMapping, Context},
     format::Producer,
     record::ImageRecorder,
+    replay::RankLink,
     spread::Element,
     Core,
 };
 use gnomon_kit::{
     allocations::{Allocations, Block, Piece, Standing},
     declare::{declare, Role, Tensor},
-    live::{self, Request},
+    live::{self, RankSet, Request},
 };
 use pyo3::{exceptions::PyRuntimeError, prelude::*};
 
@@ -33,6 +35,8 @@ thread_local! {
     /// The arena's mapping, on the thread that made it (CUDA handles here are bound to
     /// one thread). Kept to the end of the process: memory may be freed into it until then.
     static MAPPING: RefCell<Option<ArenaMapping>> = const { RefCell::new(None) };
+    /// The rank set this process joined (`join_ranks`), on the arena's thread.
+    static RANKS: RefCell<Option<RankSet>> = const { RefCell::new(None) };
 }
 
 fn error(e: impl std::fmt::Display) -> PyErr {
@@ -62,20 +66,45 @@ fn recording() -> bool {
     lock(&RECORDER).is_some()
 }
 
-/// Maps `size` bytes at exactly `base` on `device`; returns the size mapped (rounded up to
-/// the granularity).
+/// Maps `size` bytes at exactly `base` on `device`, `shareable` with the other ranks of a
+/// set; returns the size mapped (rounded up to the granularity).
 #[pyfunction]
-fn use_arena(base: u64, size: u64, device: u32) -> PyResult<u64> {
+#[pyo3(signature = (base, size, device, shareable=false))]
+fn use_arena(base: u64, size: u64, device: u32, shareable: bool) -> PyResult<u64> {
     let mut arena = lock(&ARENA);
     if arena.is_some() {
         return Err(error("an arena is already in use"));
     }
     let ctx = Context::new(device).map_err(error)?;
-    let mapping = live::map_arena(&ctx, base, size).map_err(error)?;
+    let mapping = live::map_arena(&ctx, base, size, shareable).map_err(error)?;
     let mapped = mapping.shards().iter().map(|s| s.size).sum();
     *arena = Some(Allocations::new(base, mapped));
     MAPPING.with(|m| *m.borrow_mut() = Some(mapping));
     Ok(mapped)
+}
+
+/// Joins the ranks of a set as `rank` of `world`, meeting them in `meet_dir` (waiting at
+/// most `limit_s` for each): hands them this rank's arena (shareable) and maps each
+/// peer's at its window, `windows` being (peer, address) pairs.
+#[pyfunction]
+fn join_ranks(rank: u32, world: u32, meet_dir: PathBuf, windows: Vec<(u32, u64)>, limit_s: f64) -> PyResult<()> {
+    let base = lock(&ARENA).as_ref().ok_or_else(|| error(gnomon_kit::errors::KitError::NoArena))?.base();
+    let limit = Duration::try_from_secs_f64(limit_s).map_err(error)?;
+    let link = RankLink { dir: meet_dir, limit };
+    let set = MAPPING.with(|m| {
+        let mut mapping = m.borrow_mut();
+        let mapping =
+            mapping.as_mut().ok_or_else(|| error("join_ranks must run on the thread that called use_arena"))?;
+        live::join(mapping, base, (rank, world), link, windows).map_err(error)
+    })?;
+    RANKS.with(|r| *r.borrow_mut() = Some(set));
+    Ok(())
+}
+
+/// Waits until every other rank of the set this process joined has come as far.
+#[pyfunction]
+fn sync_ranks() -> PyResult<()> {
+    RANKS.with(|r| r.borrow().as_ref().ok_or_else(|| error("this process joined no rank set"))?.sync().map_err(error))
 }
 
 /// PyTorch's `CUDAPluggableAllocator` allocation entry point. A refusal is said on stderr
@@ -162,14 +191,28 @@ fn export(
     let allocations = allocations.divided(&pieces(blocks)).map_err(error)?;
     let producer = Producer { name: "gnomon port kit".into(), version: producer_version, commit: String::new() };
     let tensors = tensors(tensors_named)?;
-    let request =
-        Request { out: &out, graphs, tensors, flags, shard_cap, producer, producer_seconds, launches, bitwise };
     MAPPING.with(|m| {
-        let mapping = m.borrow();
-        let mapping = mapping.as_ref().ok_or_else(|| error("export must run on the thread that called use_arena"))?;
-        let ctx = mapping.context().clone();
-        let exported = live::export(&ctx, mapping, &allocations, recorder, request).map_err(error)?;
-        Ok(serde_json::to_string(&exported).expect("a summary always serializes"))
+        RANKS.with(|r| {
+            let mapping = m.borrow();
+            let mapping =
+                mapping.as_ref().ok_or_else(|| error("export must run on the thread that called use_arena"))?;
+            let ctx = mapping.context().clone();
+            let set = r.borrow();
+            let request = Request {
+                out: &out,
+                graphs,
+                tensors,
+                flags,
+                shard_cap,
+                producer,
+                producer_seconds,
+                launches,
+                bitwise,
+                ranks: set.as_ref(),
+            };
+            let exported = live::export(&ctx, mapping, &allocations, recorder, request).map_err(error)?;
+            Ok(serde_json::to_string(&exported).expect("a summary always serializes"))
+        })
     })
 }
 
@@ -243,6 +286,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start_recording, m)?)?;
     m.add_function(wrap_pyfunction!(recording, m)?)?;
     m.add_function(wrap_pyfunction!(use_arena, m)?)?;
+    m.add_function(wrap_pyfunction!(join_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(sync_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(arena_stats, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;

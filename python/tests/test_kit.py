@@ -231,7 +231,7 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(gt, "_arena", {})
     assert gt.graph_pool() == "pytorch's own"
-    monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device: size)
+    monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device, shareable: size)
     at_exit = []
     monkeypatch.setattr(gt.atexit, "register", at_exit.append)
     assert gt.use_arena("1GiB") == 1 << 30
@@ -257,3 +257,30 @@ def test_the_kit_refuses_to_start_after_cuda(monkeypatch):
         gt.use_arena("1GiB")
     with pytest.raises(RuntimeError, match="CUDA is already initialised"):
         gt.record()
+
+
+def test_a_rank_sees_its_peers_tensors_through_windows_half_a_stride_up(monkeypatch, tmp_path):
+    """join_ranks puts rank r's window onto peer p at its base + half a rank stride + p
+    arena sizes (rounded up to a GiB), and peer_address finds a tensor's twin there."""
+    import gnomon.torch as gt
+
+    base = gt.DEFAULT_BASE + gt.RANK_STRIDE
+    joined = []
+    monkeypatch.setattr(gt._native, "join_ranks", lambda *args: joined.append(args))
+    monkeypatch.setattr(gt, "_arena", {"base": base, "size": 3 << 29})
+    windows = gt.join_ranks(1, 3, tmp_path, limit_s=5)
+    half = base + gt.RANK_STRIDE // 2
+    assert windows == {0: half, 2: half + 2 * (2 << 30)}
+    assert joined == [(1, 3, str(tmp_path), [(0, half), (2, half + (4 << 30))], 5.0)]
+    assert gt.peer_address(_Tensor(base + 4096), 2) == half + (4 << 30) + 4096
+    with pytest.raises(ValueError, match="is not in the gnomon arena"):
+        gt.peer_address(_Tensor(base - 1), 0)
+    with pytest.raises(ValueError, match="do not fit in half a rank's stride"):
+        gt.join_ranks(0, 1024, tmp_path)
+
+
+def test_joining_ranks_or_meeting_them_without_an_arena_is_refused_in_words(tmp_path):
+    with pytest.raises(RuntimeError, match="no gnomon arena is in use"):
+        _native.join_ranks(0, 2, str(tmp_path), [(1, BASE + (1 << 39))], 1.0)
+    with pytest.raises(RuntimeError, match="this process joined no rank set"):
+        _native.sync_ranks()

@@ -27,7 +27,7 @@ use bytesize::ByteSize;
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::LoadedState;
-pub use ranks::{map_own_range, RankLink, MEETING_LIMIT};
+pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
 pub use stage::Stage;
@@ -194,7 +194,8 @@ fn restore_and_launch(
     let mut mapping =
         stages.time(Stage::ReserveAndMap, || if handed { Ok(None) } else { map_arena(m, ctx).map(Some) })?;
     if let (Some(ranks), Some(mapping)) = (&ranks, &mut mapping) {
-        mapping.keep_windows(stages.time(Stage::MapPeers, || ranks.share_and_map(m, ctx, mapping))?);
+        mapping
+            .keep_windows(stages.time(Stage::MapPeers, || ranks.share_and_map(&m.peers, ctx, mapping, m.arena.base))?);
     }
     // The order of the stages is the order of the qualification cases they decide: map,
     // modules, upload, rebuild, instantiate. Modules load alongside the upload; a rebuild

@@ -17,7 +17,7 @@ use std::{
 use crate::{
     cuda::{map_peer, ArenaMapping, Context, MappedShard, PeerPiece, PeerWindow},
     errors::ReplayError,
-    format::{Manifest, PeerRange},
+    format::PeerRange,
     rendezvous::{Meeting, Offer, Taken},
 };
 
@@ -33,8 +33,9 @@ pub struct RankLink {
     pub limit: Duration,
 }
 
-/// This rank's place among its peers while it replays.
-pub(super) struct Ranks {
+/// This rank's place among its peers while it replays, or while the kit captures and
+/// launches a port's ranks.
+pub struct Ranks {
     link: RankLink,
     rank: u32,
     others: BTreeSet<u32>,
@@ -43,7 +44,7 @@ pub(super) struct Ranks {
 
 impl Ranks {
     /// Rank `rank` of `world`, meeting the others at `link`.
-    pub(super) fn new(rank: u32, world: u32, link: RankLink) -> Self {
+    pub fn new(rank: u32, world: u32, link: RankLink) -> Self {
         let others = (0..world).filter(|&r| r != rank).collect();
         Self { link, rank, others, steps: Cell::new(0) }
     }
@@ -53,27 +54,28 @@ impl Ranks {
     }
 
     /// Waits for every other rank to come this far: the ranks call it equally often.
-    pub(super) fn sync(&self) -> Result<(), ReplayError> {
+    pub fn sync(&self) -> Result<(), ReplayError> {
         let step = self.steps.replace(self.steps.get() + 1);
         Ok(self.meeting().barrier(&format!("sync-{step}"), &self.others)?)
     }
 
-    /// Hands every other rank the shards of `own` (mapped shareable) and maps each of
-    /// `m`'s peer ranges at its window from what its peer handed over.
-    pub(super) fn share_and_map(
+    /// Hands every other rank the shards of `own` (mapped shareable at `base`) and maps
+    /// each of `peers` at its window from what its peer handed over.
+    pub fn share_and_map(
         &self,
-        m: &Manifest,
+        peers: &[PeerRange],
         ctx: &Context,
         own: &ArenaMapping,
+        base: u64,
     ) -> Result<Vec<PeerWindow>, ReplayError> {
-        let (shared, fds) = shares(own, m.arena.base)?;
+        let (shared, fds) = shares(own, base)?;
         let note = encode(shared.into_iter());
         let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
         let share = self.link.dir.join("share");
         std::fs::create_dir_all(&share).map_err(|e| peer_error(self.rank, format!("make {}: {e}", share.display())))?;
         let meeting = Meeting { dir: &share, ..self.meeting() };
         let taken = meeting.exchange(Offer { fds: &borrowed, note: &note }, &self.others, &self.others)?;
-        map_ranges(ctx, &m.peers, &taken)
+        map_ranges(ctx, peers, &taken)
     }
 }
 
