@@ -428,9 +428,18 @@ fn outputs_of(
             t.name, t.expected
         )));
     }
+    // Every output that differs is named, not only the first: which of them differ
+    // together says where to look.
     let mut agreed = Agreed::default();
+    let mut differing = Vec::new();
     for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
-        agreed.add(o, agreements.agrees(o, &o.expected_sha256).map_err(Verdict::Failed)?);
+        match agreements.agrees(o, &o.expected_sha256) {
+            Ok(agreement) => agreed.add(o, agreement),
+            Err(why) => differing.push(why),
+        }
+    }
+    if !differing.is_empty() {
+        return Err(Verdict::Failed(differing.join("; ")));
     }
     let worst = reference(t.name)?;
     agreed.metrics = Metrics::from([
@@ -843,6 +852,29 @@ mod tests {
         assert_eq!(status, Status::Failed);
         assert!(reason.contains("template `c` is checked but the core expects no output of it"), "{reason}");
         assert_eq!(status_of(&got, "template=a/outputs").0, Status::Passed);
+    }
+
+    /// Two outputs of one template differ: `outputs` names both, so a reader sees which
+    /// differ together (a collective's result and its missing-peer mask, say).
+    #[test]
+    fn every_differing_output_of_a_template_is_named() {
+        let mut facts = facts(false);
+        facts[0].expected = 2;
+        let got = judged(&facts, |outputs, _| {
+            let mask = OutputCheck { buffer: "missing".into(), actual_sha256: "cc".repeat(32), ..output("a", 0, "aa") };
+            outputs.push(mask);
+            outputs
+                .iter_mut()
+                .filter(|o| o.template == "a" && o.buffer == "y")
+                .for_each(|o| o.actual_sha256 = "bb".repeat(32));
+        });
+        let (status, reason) = status_of(&got, "template=a/outputs");
+        assert_eq!(status, Status::Failed);
+        assert!(
+            reason.contains("output `y` has SHA-256 bbbb")
+                && reason.contains("; template `a` output `missing` has SHA-256 cccc"),
+            "{reason}"
+        );
     }
 
     /// Launch 0 differs from launches 1 and 2, which agree: only a check that compares the
