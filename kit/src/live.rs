@@ -60,7 +60,7 @@ pub fn join(
     windows: Vec<(u32, u64)>,
 ) -> Result<RankSet, KitError> {
     every_peer_once(rank, world, &windows)?;
-    let size = mapping.shards().iter().map(|s| s.size).sum();
+    let size = mapping.size();
     let ranges: Vec<PeerRange> =
         windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size, address }).collect();
     let ranks = Ranks::new(rank, world, link);
@@ -183,7 +183,7 @@ pub fn export(
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
         base: allocations.base(),
-        size: mapping.shards().iter().map(|s| s.size).sum(),
+        size: mapping.size(),
         shard_cap: request.shard_cap,
         granularity: ArenaMapping::granularity(ctx)?,
     };

@@ -77,7 +77,7 @@ fn use_arena(base: u64, size: u64, device: u32, shareable: bool) -> PyResult<u64
     }
     let ctx = Context::new(device).map_err(error)?;
     let mapping = live::map_arena(&ctx, base, size, shareable).map_err(error)?;
-    let mapped = mapping.shards().iter().map(|s| s.size).sum();
+    let mapped = mapping.size();
     *arena = Some(Allocations::new(base, mapped));
     MAPPING.with(|m| *m.borrow_mut() = Some(mapping));
     Ok(mapped)

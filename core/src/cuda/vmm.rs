@@ -102,6 +102,11 @@ impl ArenaMapping {
         &self.shards
     }
 
+    /// The bytes its shards reserve, backed or not.
+    pub fn size(&self) -> u64 {
+        self.shards.iter().map(|s| s.size).sum()
+    }
+
     /// Keeps `windows` (peers' memory, [`map_peer`]) mapped as long as this arena.
     pub fn keep_windows(&mut self, windows: Vec<PeerWindow>) {
         self.windows.extend(windows);
