@@ -199,8 +199,7 @@ pub fn export(
     let module_bytes = modules.iter().map(|m| m.image.len() as u64).sum();
     let mut exporter = Exporter::new(request.out, context, arena, declared.buffers.clone(), &modules)?;
     if let Some(set) = request.ranks {
-        let end = declared.buffers.iter().map(|b| b.offset.saturating_add(b.size)).max().unwrap_or(0);
-        exporter.peers(set.peers(end.next_multiple_of(arena.granularity).min(arena.size)));
+        exporter.peers(set.peers(exporter.manifest().used_end()));
     }
     let flags = RecordedFlags { explicit: Some(request.flags), from_executable: None };
     for (t, (name, graph)) in graphs.iter().enumerate() {

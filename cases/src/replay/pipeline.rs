@@ -10,8 +10,8 @@ use gnomon_core::{
     export::{Exporter, ModuleImage},
     flags::resolve,
     format::{
-        hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, PeerRange, Producer,
-        RecordedFlags, Speed,
+        buffers_end, hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, PeerRange,
+        Producer, RecordedFlags, Speed,
     },
     params::ParamBlob,
     replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
@@ -207,7 +207,7 @@ pub(super) fn open_session(
     // A rank whose peers map its memory backs what it uses, as its replay will: a window
     // maps a peer's allocations whole (driver 580 maps no part of one), and the whole
     // reservation stays (a small one was placed elsewhere when made again).
-    let used = buffers.iter().map(|b| b.offset + b.size).max().unwrap_or(0).next_multiple_of(arena.granularity);
+    let used = buffers_end(buffers, arena.granularity);
     let backed = |s: &ShardSpan| match peers.is_empty() {
         true => s.size,
         false => s.size.min(used.saturating_sub(s.offset)),

@@ -13,7 +13,7 @@ use std::{path::Path, time::Instant};
 use gnomon_core::{
     cuda::{Context, RetainedGraph},
     export::Exporter,
-    format::{hash_hex, Arena, Buffer, Expectation, OutputDigest, PeerRange, RecordedFlags},
+    format::{buffers_end, hash_hex, Arena, Buffer, Expectation, OutputDigest, PeerRange, RecordedFlags},
     replay::{map_own_range, LoadedState},
     shards::GIB,
 };
@@ -105,7 +105,7 @@ pub fn export_rank_set(ranks: &'static [AllReduceRank], cap: u64, dir: &Path) ->
     let inits = ranks[0].buffers();
     let (buffers, arena) = layout(&inits, cap, &ctx)?;
     // Every rank has the same layout at its own base; a peer maps what a rank uses.
-    let used = buffers.iter().map(|b| b.offset + b.size).max().unwrap_or(0).next_multiple_of(arena.granularity);
+    let used = buffers_end(&buffers, arena.granularity);
     let arena_of = |r: u32| Arena { base: ARENA_BASE + u64::from(r) * RANK_STRIDE, ..arena };
     let peers_of = |r: u32| -> Vec<PeerRange> {
         let others = (0..world).filter(move |&p| p != r);

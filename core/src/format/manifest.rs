@@ -98,11 +98,9 @@ impl Manifest {
     /// shard's, whose file fills it), rounded up to the granularity. A capture's arena is
     /// reserved generously; replay maps only this much of it.
     pub fn used_end(&self) -> u64 {
-        let buffers = self.buffers.iter().map(|b| b.offset.saturating_add(b.size));
         let v1_shards = self.shards.iter().filter(|_| self.format.version < 2).map(|s| s.offset.saturating_add(s.size));
-        let end = buffers.chain(v1_shards).max().unwrap_or(0);
-        let granule = self.arena.granularity.max(1);
-        end.div_ceil(granule).saturating_mul(granule).min(self.arena.size)
+        let v1_end = granules_end(v1_shards.max().unwrap_or(0), self.arena.granularity);
+        buffers_end(&self.buffers, self.arena.granularity).max(v1_end).min(self.arena.size)
     }
 
     /// Of each shard, in order, the bytes below [`Self::used_end`]: what replay backs with
@@ -118,6 +116,17 @@ impl Manifest {
         let parts = self.shards.iter().zip(self.mapped_lens()).map(|(s, len)| (s.offset, len));
         parts.filter(|&(_, len)| len > 0).collect()
     }
+}
+
+/// The end of `buffers` as an offset, rounded up to `granularity`: what an arena holding
+/// them uses, and all that replay maps of it.
+pub fn buffers_end(buffers: &[Buffer], granularity: u64) -> u64 {
+    granules_end(buffers.iter().map(|b| b.offset.saturating_add(b.size)).max().unwrap_or(0), granularity)
+}
+
+fn granules_end(end: u64, granularity: u64) -> u64 {
+    let granule = granularity.max(1);
+    end.div_ceil(granule).saturating_mul(granule)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
