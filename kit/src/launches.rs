@@ -151,8 +151,10 @@ fn observe<'d>(
     ranks: Option<&Ranks>,
 ) -> Result<Vec<Observed<'d>>, KitError> {
     let with_peers = || -> Result<(), KitError> {
-        stream.synchronize()?;
-        Ok(ranks.map(Ranks::sync).transpose().map(drop)?)
+        match ranks {
+            Some(ranks) => Ok(ranks.sync_after(stream)?),
+            None => Ok(stream.synchronize()?),
+        }
     };
     let mut observed: Vec<Observed> = Vec::new();
     for launch in 0..launches.max(1) {

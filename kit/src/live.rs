@@ -60,12 +60,9 @@ pub fn join(
     windows: Vec<(u32, u64)>,
 ) -> Result<RankSet, KitError> {
     every_peer_once(rank, world, &windows)?;
-    let size = mapping.size();
-    let ranges: Vec<PeerRange> =
-        windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size, address }).collect();
     let ranks = Ranks::new(rank, world, link);
     let ctx = mapping.context().clone();
-    let mapped = ranks.share_and_map(&ranges, &ctx, mapping, base)?;
+    let mapped = ranks.share_and_map(&ranges(&windows, mapping.size()), &ctx, mapping, base)?;
     mapping.keep_windows(mapped);
     Ok(RankSet { rank, world, windows, ranks })
 }
@@ -86,12 +83,11 @@ impl RankSet {
     pub fn sync(&self) -> Result<(), KitError> {
         Ok(self.ranks.sync()?)
     }
+}
 
-    /// The ranges of its peers' arenas a rank's core maps: each peer's arena up to `used`
-    /// (what this rank uses, the ranks running one program), at its window.
-    fn peers(&self, used: u64) -> Vec<PeerRange> {
-        self.windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size: used, address }).collect()
-    }
+/// Each peer's arena from its start, `size` bytes of it, at its window.
+fn ranges(windows: &[(u32, u64)], size: u64) -> Vec<PeerRange> {
+    windows.iter().map(|&(rank, address)| PeerRange { rank, offset: 0, size, address }).collect()
 }
 
 /// What to export: graphs by template name (raw `CUgraph` handles), the tensors the caller
@@ -198,8 +194,10 @@ pub fn export(
     let modules = kernels.modules(&images)?;
     let module_bytes = modules.iter().map(|m| m.image.len() as u64).sum();
     let mut exporter = Exporter::new(request.out, context, arena, declared.buffers.clone(), &modules)?;
+    // A rank's core maps each peer's arena up to what this rank uses: the ranks run one
+    // program, so their buffers lie alike.
     if let Some(set) = request.ranks {
-        exporter.peers(set.peers(exporter.manifest().used_end()));
+        exporter.peers(ranges(&set.windows, exporter.manifest().used_end()));
     }
     let flags = RecordedFlags { explicit: Some(request.flags), from_executable: None };
     for (t, (name, graph)) in graphs.iter().enumerate() {

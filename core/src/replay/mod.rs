@@ -605,10 +605,7 @@ fn launch_all(r: &Restored, launches: u32, stages: &mut Stages) -> Result<Launch
 /// A rank of a set waits, once its stream is idle, until every other rank is as far.
 fn with_peers(ranks: Option<&ranks::Ranks>, stream: &Stream, stages: &mut Stages) -> Result<(), ReplayError> {
     let Some(ranks) = ranks else { return Ok(()) };
-    stages.time(Stage::RankSync, || {
-        stream.synchronize()?;
-        ranks.sync()
-    })
+    stages.time(Stage::RankSync, || ranks.sync_after(stream))
 }
 
 /// Digests every output of a template's expectation after its `launch`-th launch; keeps

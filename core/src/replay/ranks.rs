@@ -15,7 +15,7 @@ use std::{
 };
 
 use crate::{
-    cuda::{map_peer, ArenaMapping, Context, MappedShard, PeerPiece, PeerWindow},
+    cuda::{map_peer, ArenaMapping, Context, MappedShard, PeerPiece, PeerWindow, Stream},
     errors::ReplayError,
     format::PeerRange,
     rendezvous::{Meeting, Offer, Taken},
@@ -57,6 +57,13 @@ impl Ranks {
     pub fn sync(&self) -> Result<(), ReplayError> {
         let step = self.steps.replace(self.steps.get() + 1);
         Ok(self.meeting().barrier(&format!("sync-{step}"), &self.others)?)
+    }
+
+    /// Once `stream` is idle, waits for every other rank: around each collective launch,
+    /// so no rank resets memory a peer's kernel may still read.
+    pub fn sync_after(&self, stream: &Stream) -> Result<(), ReplayError> {
+        stream.synchronize()?;
+        self.sync()
     }
 
     /// Hands every other rank the shards of `own` (mapped shareable at `base`) and maps
