@@ -30,7 +30,7 @@ type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
     rebuilt::Recorded,
-    replay::native::{replay_metrics, start_metrics, start_stages, within_reference},
+    replay::native::{reference_differences, replay_metrics, start_metrics, start_stages, within_reference},
     Case, Metrics, Verdict,
 };
 
@@ -256,6 +256,7 @@ fn judge_replay(
         within_reference(core, report, template, &tolerance)
     };
     let agreements = Agreements::of(core, profile.rule).map_err(|e| format!("the core's varying outputs: {e}"))?;
+    let reference = Reference { within: &reference, differences: &|o| reference_differences(core, report, o) };
     judge_templates(v, &facts, &launched, &agreements, &reference);
     judge_speeds(v, core.manifest(), &report.speeds);
     let mut metrics = replay_metrics(core, report, None, &stages);
@@ -312,6 +313,14 @@ fn template_facts<'a>(m: &'a gnomon_core::format::Manifest) -> Vec<TemplateFacts
     m.templates.iter().map(|t| facts(&t.name)).collect()
 }
 
+/// The CPU reference a core names, as the outputs case holds a template to it: `within`
+/// gives the largest scaled difference of its outputs (failing beyond the tolerance),
+/// `differences` says in words where an output whose digest differs departs from it.
+struct Reference<'a> {
+    within: &'a dyn Fn(&str) -> Result<f32, Verdict>,
+    differences: &'a dyn Fn(&OutputCheck) -> Option<String>,
+}
+
 /// What a completed restore launched: every launch's outputs, and one more launch of each
 /// template after the undefined buffers were poisoned with another pattern.
 struct Launched<'a> {
@@ -329,7 +338,7 @@ fn judge_templates(
     templates: &[TemplateFacts],
     launched: &Launched,
     agreements: &Agreements,
-    reference: &dyn Fn(&str) -> Result<f32, Verdict>,
+    reference: &Reference,
 ) {
     v.restored = true;
     for t in templates {
@@ -408,7 +417,7 @@ fn outputs_of(
     t: &TemplateFacts,
     outputs: &[OutputCheck],
     agreements: &Agreements,
-    reference: &dyn Fn(&str) -> Result<f32, Verdict>,
+    reference: &Reference,
 ) -> Result<Agreed, Verdict> {
     if let Some(reason) = t.unchecked {
         return Err(Verdict::Skipped(format!("the core declares it unchecked: {reason}")));
@@ -435,13 +444,16 @@ fn outputs_of(
     for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
         match agreements.agrees(o, &o.expected_sha256) {
             Ok(agreement) => agreed.add(o, agreement),
-            Err(why) => differing.push(why),
+            Err(why) => differing.push(match (reference.differences)(o) {
+                Some(differences) => format!("{why} ({differences})"),
+                None => why,
+            }),
         }
     }
     if !differing.is_empty() {
         return Err(Verdict::Failed(differing.join("; ")));
     }
-    let worst = reference(t.name)?;
+    let worst = (reference.within)(t.name)?;
     agreed.metrics = Metrics::from([
         measured("outputs-compared", t.expected as f64, "1"),
         measured("reference-max-scaled-diff", worst as f64, "1"),
@@ -749,10 +761,22 @@ mod tests {
         }
     }
 
+    /// A core naming no CPU reference.
+    const NO_REFERENCE: Reference<'static> = Reference { within: &|_| Ok(0.0), differences: &|_| None };
+
     /// Three launches of every template, all as expected, and the same again under the
     /// second poison; `change` plants what a test needs.
     fn judged(
         facts: &[TemplateFacts],
+        change: impl FnOnce(&mut Vec<OutputCheck>, &mut Vec<OutputCheck>),
+    ) -> Vec<(String, Status, Option<String>)> {
+        judged_against(facts, &NO_REFERENCE, change)
+    }
+
+    /// [`judged`], the outputs held to `reference`.
+    fn judged_against(
+        facts: &[TemplateFacts],
+        reference: &Reference,
         change: impl FnOnce(&mut Vec<OutputCheck>, &mut Vec<OutputCheck>),
     ) -> Vec<(String, Status, Option<String>)> {
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
@@ -763,7 +787,7 @@ mod tests {
         let mut repoisoned: Vec<OutputCheck> = checked.map(|t| output(t.name, 0, "aa")).collect();
         change(&mut outputs, &mut repoisoned);
         let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
-        judge_templates(&mut v, facts, &launched, &Agreements::default(), &|_| Ok(0.0));
+        judge_templates(&mut v, facts, &launched, &Agreements::default(), reference);
         let records = v.finish();
         let weights = records.iter().find(|r| r.id.as_str() == "qualify/x/weights-unchanged").expect("a record");
         let checked = facts.len() as f64 * 3.0;
@@ -855,12 +879,15 @@ mod tests {
     }
 
     /// Two outputs of one template differ: `outputs` names both, so a reader sees which
-    /// differ together (a collective's result and its missing-peer mask, say).
+    /// differ together (a collective's result and its missing-peer mask, say), and says
+    /// where one departs from the CPU reference where the core names one.
     #[test]
     fn every_differing_output_of_a_template_is_named() {
         let mut facts = facts(false);
         facts[0].expected = 2;
-        let got = judged(&facts, |outputs, _| {
+        let explained = |o: &OutputCheck| (o.buffer == "y").then(|| "against the CPU reference, 1 of 4 differ".into());
+        let reference = Reference { within: &|_| Ok(0.0), differences: &explained };
+        let got = judged_against(&facts, &reference, |outputs, _| {
             let mask = OutputCheck { buffer: "missing".into(), actual_sha256: "cc".repeat(32), ..output("a", 0, "aa") };
             outputs.push(mask);
             outputs
@@ -872,7 +899,8 @@ mod tests {
         assert_eq!(status, Status::Failed);
         assert!(
             reason.contains("output `y` has SHA-256 bbbb")
-                && reason.contains("; template `a` output `missing` has SHA-256 cccc"),
+                && reason.contains("aa (against the CPU reference, 1 of 4 differ); template `a` output `missing` has")
+                && reason.ends_with("aa"),
             "{reason}"
         );
     }
@@ -921,7 +949,7 @@ mod tests {
         let outputs: Vec<OutputCheck> = ["a", "c"].iter().flat_map(|t| (0..3).map(|l| output(t, l, "aa"))).collect();
         let repoisoned = vec![output("a", 0, "aa"), output("c", 0, "aa")];
         let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 3 };
-        judge_templates(&mut v, &facts, &launched, &Agreements::default(), &|_| Ok(0.0));
+        judge_templates(&mut v, &facts, &launched, &Agreements::default(), &NO_REFERENCE);
         let records = v.finish();
         let metric = |id: &str, name: &str| {
             let r = records.iter().find(|r| r.id.as_str() == format!("qualify/x/{id}")).unwrap();

@@ -15,7 +15,7 @@ use gnomon_core::{
     Core,
 };
 use gnomon_fixtures::{
-    reference::{from_bytes, max_scaled_diff},
+    reference::{describe_differences, from_bytes, max_scaled_diff},
     workloads::{self, allreduce::rank_set, by_name, Contents},
 };
 use gnomon_reports::{exit_codes, Metric, Status};
@@ -229,16 +229,10 @@ pub(crate) fn within_reference(
     template: &str,
     tolerance: &dyn Fn(&str) -> Option<f64>,
 ) -> Result<f32, Verdict> {
-    let contents = |name: &str| report.initial_contents(name).expect("a CPU reference reads a buffer of the core");
     let mut worst = 0.0f32;
     for e in core.manifest().expectations.iter().filter(|e| e.template == template) {
         let Some(name) = e.reference.as_deref() else { continue };
-        let workload = by_name(name).ok_or_else(|| {
-            Verdict::Failed(format!(
-                "template `{template}` names CPU reference `{name}`, which this gnomon does not know"
-            ))
-        })?;
-        for (buffer, expected) in workload.reference(template, &Contents(&contents)) {
+        for (buffer, expected) in cpu_reference(report, template, name)? {
             let got = report.outputs.iter().find(|o| o.template == template && o.buffer == buffer && o.launch == 0);
             let got = got.ok_or_else(|| Verdict::Failed(format!("no output `{buffer}` for `{template}`")))?;
             let diff = max_scaled_diff(&from_bytes(&got.bytes), &expected).unwrap_or(f32::INFINITY);
@@ -252,6 +246,25 @@ pub(crate) fn within_reference(
         }
     }
     Ok(worst)
+}
+
+/// Where an output departs from the CPU reference its core names, in words
+/// ([`describe_differences`]): what a digest that differs cannot say. `None` where the
+/// core names no reference, or the output equals it.
+pub(crate) fn reference_differences(core: &Core, report: &ReplayReport, output: &OutputCheck) -> Option<String> {
+    let e = core.manifest().expectations.iter().find(|e| e.template == output.template)?;
+    let reference = cpu_reference(report, &output.template, e.reference.as_deref()?).ok()?;
+    let (_, expected) = reference.into_iter().find(|(buffer, _)| *buffer == output.buffer)?;
+    describe_differences(&from_bytes(&output.bytes), &expected).map(|d| format!("against the CPU reference, {d}"))
+}
+
+/// What the CPU reference `name` computes for `template`, from the buffers as loaded.
+fn cpu_reference(report: &ReplayReport, template: &str, name: &str) -> Result<Vec<(&'static str, Vec<f32>)>, Verdict> {
+    let workload = by_name(name).ok_or_else(|| {
+        Verdict::Failed(format!("template `{template}` names CPU reference `{name}`, which this gnomon does not know"))
+    })?;
+    let contents = |name: &str| report.initial_contents(name).expect("a CPU reference reads a buffer of the core");
+    Ok(workload.reference(template, &Contents(&contents)))
 }
 
 /// `gnomon replay CORE_DIR`: validate, replay on device 0, judge; the outcome goes to
