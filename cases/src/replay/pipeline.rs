@@ -204,14 +204,12 @@ pub(super) fn open_session(
 ) -> Result<Session, Verdict> {
     let cap = ShardCap::new(arena.shard_cap, arena.granularity).map_err(|e| Verdict::Blocked(e.to_string()))?;
     let spans = plan(arena.size, cap).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    // A rank whose peers map its memory backs what it uses, as its replay will: a window
-    // maps a peer's allocations whole (driver 580 maps no part of one), and the whole
-    // reservation stays (a small one was placed elsewhere when made again).
+    // Memory backs what the buffers use, as replay backs it (`Manifest::mapped_lens`): a
+    // peer's window maps a rank's allocations whole (driver 580 maps no part of one), so
+    // they must be the ones replay makes. The whole reservation stays (a small one was
+    // placed elsewhere when made again).
     let used = buffers_end(buffers, arena.granularity);
-    let backed = |s: &ShardSpan| match peers.is_empty() {
-        true => s.size,
-        false => s.size.min(used.saturating_sub(s.offset)),
-    };
+    let backed = |s: &ShardSpan| s.size.min(used.saturating_sub(s.offset));
     let shards: Vec<(u64, u64, u64)> = spans.iter().map(|s| (arena.base + s.offset, s.size, backed(s))).collect();
     let mapped = match peers.is_empty() {
         true => ArenaMapping::map_parts(ctx, &shards),
