@@ -338,7 +338,9 @@ pub struct PeerProbeArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The workload: elementwise, gemm, fork-join, decode, model-scale, model-scale-nightly.
+    /// The workload: elementwise, gemm, fork-join, decode, model-scale, model-scale-nightly;
+    /// or a rank set whose kernels reach into each other's memory, allreduce or
+    /// allreduce-two-shot (with --tp 2 or 4).
     pub workload: String,
     /// Directory for the core (for --tp N, one core per rank under DIR/rank-R).
     #[arg(long)]

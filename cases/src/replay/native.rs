@@ -310,13 +310,13 @@ pub fn open_timed(dir: &Path) -> Result<(Core, (Stage, f64)), Verdict> {
 /// exporting process of the process-exit handover does, and exits. With `world` > 1 it
 /// writes one core per rank, `DIR/rank-R`, each recording its rank.
 pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result: Option<&Path>) -> i32 {
-    if workload == "allreduce" {
-        let Some(ranks) = rank_set(options.world) else {
-            eprintln!("gnomon: `allreduce` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world);
+    if ["allreduce", "allreduce-two-shot"].contains(&workload) {
+        let Some(ranks) = rank_set(workload, options.world) else {
+            eprintln!("gnomon: `{workload}` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world);
             return exit_codes::USAGE;
         };
         let exported = rank_set::export_rank_set(ranks, options.cap, dir);
-        return finish(StepOutcome::new(exported), result, &format!("export `allreduce` --tp {}", options.world));
+        return finish(StepOutcome::new(exported), result, &format!("export `{workload}` --tp {}", options.world));
     }
     let Some(w) = by_name(workload) else {
         let known: Vec<_> = workloads::all().into_iter().chain(workloads::nightly()).map(|w| w.name()).collect();

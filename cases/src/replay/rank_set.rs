@@ -43,28 +43,31 @@ const CHECK_LAUNCHES: u32 = 3;
 const ABSENT_LIMIT: &str = "5s";
 
 pub fn cases() -> Vec<Case> {
-    let one_gpu = Case::gpu("replay/allreduce/tp=2/handover=exit/ranks-on-one-gpu", CLAIM, |ctx| {
-        let tmp = scratch()?;
-        let (metrics, outcome) = export_then_replay(tmp.path(), &[0, 1])?;
-        ctx.metrics(metrics);
-        outcome
-    });
+    let both_ranks = |workload: &'static str| {
+        let id = format!("replay/{workload}/tp=2/handover=exit/ranks-on-one-gpu");
+        Case::gpu(&id, CLAIM, move |ctx| {
+            let tmp = scratch()?;
+            let (metrics, outcome) = export_then_replay(tmp.path(), workload, &[0, 1])?;
+            ctx.metrics(metrics);
+            outcome
+        })
+    };
     let absent = Case::gpu("replay/allreduce/tp=2/rank-1-absent", CLAIM, |ctx| {
         let tmp = scratch()?;
-        let (metrics, outcome) = export_then_replay(tmp.path(), &[0])?;
+        let (metrics, outcome) = export_then_replay(tmp.path(), "allreduce", &[0])?;
         ctx.metrics(metrics);
         named_absent(outcome)
     });
-    vec![one_gpu.with_parameter("tp", "2"), absent.with_parameter("tp", "2")]
+    [both_ranks("allreduce"), both_ranks("allreduce-two-shot"), absent].map(|c| c.with_parameter("tp", "2")).into()
 }
 
-/// Exports the two-rank set in a helper process, then replays `ranks` of it at once, each
-/// a process on GPU 0.
-fn export_then_replay(dir: &Path, ranks: &[u32]) -> Result<(Metrics, Result<(), Verdict>), Verdict> {
+/// Exports the two-rank set of `workload` in a helper process, then replays `ranks` of it
+/// at once, each a process on GPU 0.
+fn export_then_replay(dir: &Path, workload: &str, ranks: &[u32]) -> Result<(Metrics, Result<(), Verdict>), Verdict> {
     let (core, meet, results) = (dir.join("core"), dir.join("meet"), dir.join("replays"));
     std::fs::create_dir_all(&results).map_err(|e| Verdict::Blocked(format!("scratch: {e}")))?;
     let mut metrics = Metrics::new();
-    let export = ["export", "allreduce", "--tp", "2", "--out"].map(String::from);
+    let export = ["export", workload, "--tp", "2", "--out"].map(String::from);
     helper(&export, &core, &dir.join("export.json")).into_result(&mut metrics)?;
     let replays = ranks.iter().map(|&rank| {
         let mut replay = gnomon_command()?;
