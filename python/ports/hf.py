@@ -293,7 +293,6 @@ def main():
                         capture=seconds, launches=a.launches)
     summary["model"] = a.model
     summary["max-memory-reserved"] = torch.cuda.max_memory_reserved()
-    summary["tensor-pools"] = gt.memory_stats()["tensor-pools"]
     gt.report(summary, a.summary)
 
 
