@@ -71,10 +71,8 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
     from here on this thread's tensors, and every graph captured into ``graph_pool()``, lie
     in the arena, while PyTorch's memory statistics, block reuse and shared graph pools work
     as they do without the kit. Returns the size mapped. Refused when the driver does not
-    place the range at ``base``. ``torch.cuda.empty_cache()`` (which ``torch.cuda.graph``
-    calls before each capture) gives the cached blocks of this thread's tensors back, as it
-    does without the kit. A rank of a tensor-parallel set maps it ``shareable`` and then
-    calls ``join_ranks``."""
+    place the range at ``base``. A rank of a tensor-parallel set maps it ``shareable`` and
+    then calls ``join_ranks``."""
     import torch
 
     if _cuda_initialised():
@@ -84,35 +82,12 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
         _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free").allocator()
     # Two pools: a capture cannot allocate to the pool its thread is routed to, and a
     # graph's freed intermediates must not be handed to eager tensors while it may run.
-    _arena.update(base=base, size=mapped, allocator=allocator, graphs=torch.cuda.MemPool(allocator),
-                  empty_cache=torch.cuda.empty_cache, tensor_pools=0)
-    _route_tensors_to_new_pool()
-    torch.cuda.empty_cache = torch.cuda.memory.empty_cache = _empty_cache
-    atexit.register(_leave_arena)
-    return mapped
-
-
-def _route_tensors_to_new_pool():
-    """Routes this thread's tensors to a new pool in the arena, letting the last one go:
-    PyTorch frees a pool's cached blocks when the pool goes, while its live tensors keep
-    theirs until they die."""
-    import torch
-
-    _leave_arena()
-    _arena["tensors"] = torch.cuda.MemPool(_arena["allocator"])
+    _arena.update(base=base, size=mapped, tensors=torch.cuda.MemPool(allocator),
+                  graphs=torch.cuda.MemPool(allocator))
     _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
     _arena["routing"].__enter__()
-    _arena["tensor_pools"] += 1
-
-
-def _empty_cache():
-    """``torch.cuda.empty_cache()`` under the arena, which ``torch.cuda.graph`` calls
-    before each capture: torch 2.11 frees no cached block of a live pool, and every tensor
-    of the thread is in the kit's, so the cache a warm-up left would stay reserved (the
-    arena grew by it for each batch size captured). A new tensor pool takes over instead,
-    and the default pool is emptied as PyTorch would."""
-    _route_tensors_to_new_pool()
-    _arena["empty_cache"]()
+    atexit.register(_leave_arena)
+    return mapped
 
 
 def join_ranks(rank, world, meet_dir, limit_s=60.0):
@@ -176,7 +151,7 @@ def memory_stats():
     ``in-use-end`` is how far into the arena segments reach now (what replay of a core
     maps), and ``peak-end`` how far they ever reached (the arena this program needs: compare
     it with ``torch.cuda.max_memory_reserved()`` of a run without the kit)."""
-    return dict(json.loads(_native.arena_stats()), **{"tensor-pools": _arena.get("tensor_pools", 0)})
+    return json.loads(_native.arena_stats())
 
 
 def _blocks(snapshot, base, size):
