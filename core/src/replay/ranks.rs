@@ -67,10 +67,7 @@ impl Ranks {
     }
 
     /// Hands every other rank the shards of `own` (mapped shareable at `base`) and maps
-    /// each of `peers` at its window from what its peer handed over; returns once every
-    /// rank has mapped its windows, so no rank writes its arena while a peer maps it. (On
-    /// the H200 a rank sometimes launched with zeros in the input it had uploaded, its
-    /// peer mapping its memory meanwhile: `reports/baselines/h200-sm90-580.159.04-ranks/`.)
+    /// each of `peers` at its window from what its peer handed over.
     pub fn share_and_map(
         &self,
         peers: &[PeerRange],
@@ -85,9 +82,7 @@ impl Ranks {
         std::fs::create_dir_all(&share).map_err(|e| peer_error(self.rank, format!("make {}: {e}", share.display())))?;
         let meeting = Meeting { dir: &share, ..self.meeting() };
         let taken = meeting.exchange(Offer { fds: &borrowed, note: &note }, &self.others, &self.others)?;
-        let windows = map_ranges(ctx, peers, &taken)?;
-        self.sync()?;
-        Ok(windows)
+        map_ranges(ctx, peers, &taken)
     }
 }
 
