@@ -16,7 +16,11 @@ use gnomon_core::{
 };
 use gnomon_fixtures::{
     reference::{describe_differences, from_bytes, max_scaled_diff},
-    workloads::{self, allreduce::rank_set, by_name, Contents},
+    workloads::{
+        self,
+        allreduce::{is_rank_set, rank_set},
+        by_name, Contents,
+    },
 };
 use gnomon_reports::{exit_codes, Metric, Status};
 use serde::{Deserialize, Serialize};
@@ -310,7 +314,7 @@ pub fn open_timed(dir: &Path) -> Result<(Core, (Stage, f64)), Verdict> {
 /// exporting process of the process-exit handover does, and exits. With `world` > 1 it
 /// writes one core per rank, `DIR/rank-R`, each recording its rank.
 pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result: Option<&Path>) -> i32 {
-    if ["allreduce", "allreduce-two-shot"].contains(&workload) {
+    if is_rank_set(workload) {
         let Some(ranks) = rank_set(workload, options.world) else {
             eprintln!("gnomon: `{workload}` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world);
             return exit_codes::USAGE;
