@@ -7,6 +7,7 @@ mod capture;
 mod fault;
 mod flags;
 mod layouts;
+mod memory;
 mod record;
 mod release;
 mod residency;
@@ -30,6 +31,7 @@ pub fn cases(include_faults: bool) -> Vec<Case> {
         capture::cases(),
         layouts::cases(),
         release::cases(),
+        memory::cases(),
         record::cases(),
         tensor_parallel::cases(),
         attributes::cases(),

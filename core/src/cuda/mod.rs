@@ -271,7 +271,7 @@ impl Context {
         Ok(Event { ctx: self.clone(), raw })
     }
 
-    /// Device memory from `cuMemAlloc`, zeroed.
+    /// Device memory from `cuMemAlloc`, zeroed before this returns.
     pub fn alloc(&self, bytes: u64) -> Result<DeviceBuffer> {
         let mut ptr = 0;
         // SAFETY: writes one device pointer; freed in `DeviceBuffer::drop`.
@@ -279,15 +279,27 @@ impl Context {
         let buffer = DeviceBuffer { ctx: self.clone(), ptr, bytes };
         // SAFETY: `ptr` covers `bytes` bytes just allocated.
         check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(ptr, 0, bytes as usize) })?;
+        self.legacy_stream_done()?;
         Ok(buffer)
     }
 
-    /// Copies host bytes to device address `dst`.
+    /// Copies host bytes to device address `dst`; they are on the device when this returns.
     ///
     /// # Safety
     /// `dst..dst + bytes.len()` must be device memory mapped in this context.
     pub unsafe fn write(&self, dst: u64, bytes: &[u8]) -> Result<()> {
-        self.call("cuMemcpyHtoD", || sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()))
+        self.call("cuMemcpyHtoD", || sys::cuMemcpyHtoD_v2(dst, bytes.as_ptr() as *const c_void, bytes.len()))?;
+        self.legacy_stream_done()
+    }
+
+    /// Waits for the legacy default stream, where `cuMemsetD8` and `cuMemcpyHtoD` run.
+    /// Both may return before the device has written (a memset always; a copy from
+    /// pageable memory once it is staged), and this crate's streams are non-blocking, so
+    /// they do not wait for it: a copy into a fresh buffer enqueued on one of them raced
+    /// the zeroing, and a rank launched with zeros in its input (issue 27).
+    fn legacy_stream_done(&self) -> Result<()> {
+        // SAFETY: the null stream is the context's legacy default stream.
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(ptr::null_mut()) })
     }
 
     /// Copies `len` bytes at device address `src` to the host.

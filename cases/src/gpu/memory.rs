@@ -1,0 +1,53 @@
+//! `gpu/memory/`: what the context's synchronous calls write (an allocation's zeroing, a
+//! host write) is on the device when they return, so work on the harness's non-blocking
+//! streams sees it. It once did not: a kept device copy of an input raced the zeroing of
+//! its fresh buffer, and a rank launched with zeros in its input (issue 27).
+
+use gnomon_core::cuda::DeviceBuffer;
+
+use super::Gpu;
+use crate::{accepted, ensure, Case, Verdict};
+
+/// Large enough that a zeroing still under way when the copy starts is caught in the act.
+const BYTES: u64 = 64 << 20;
+const ROUNDS: u32 = 8;
+
+pub fn cases() -> Vec<Case> {
+    vec![Case::gpu("gpu/memory/written-before-the-call-returns", "synchronous-writes-complete", |_| {
+        let gpu = Gpu::open()?;
+        let pattern: Vec<u8> = (0..BYTES).map(|i| (i % 251) as u8 | 1).collect();
+        let (source, staged) = (allocate(&gpu)?, allocate(&gpu)?);
+        accepted(source.upload(&pattern), "upload the pattern")?;
+        for round in 0..ROUNDS {
+            let fresh = allocate(&gpu)?;
+            copy_on_stream(&gpu, &fresh, &source)?;
+            same_as(&pattern, &fresh, || format!("round {round}: a copy into a buffer just allocated"))?;
+            accepted(staged.upload(&pattern), "write the pattern")?;
+            copy_on_stream(&gpu, &fresh, &staged)?;
+            same_as(&pattern, &fresh, || format!("round {round}: a copy of a buffer just written"))?;
+        }
+        Ok(())
+    })]
+}
+
+fn allocate(gpu: &Gpu) -> Result<DeviceBuffer, Verdict> {
+    accepted(gpu.ctx.alloc(BYTES), "allocate")
+}
+
+/// Copies `src` over `dst` on the case's (non-blocking) stream, right away, and waits.
+fn copy_on_stream(gpu: &Gpu, dst: &DeviceBuffer, src: &DeviceBuffer) -> Result<(), Verdict> {
+    // SAFETY: both buffers were allocated with `BYTES` bytes.
+    accepted(unsafe { gpu.stream.copy(dst.ptr(), src.ptr(), BYTES) }, "copy on the stream")?;
+    accepted(gpu.stream.synchronize(), "synchronize the stream")
+}
+
+fn same_as(pattern: &[u8], buffer: &DeviceBuffer, what: impl FnOnce() -> String) -> Result<(), Verdict> {
+    let got = accepted(buffer.download(), "download")?;
+    let differing: Vec<usize> =
+        got.iter().zip(pattern).enumerate().filter(|(_, (g, p))| g != p).map(|(i, _)| i).collect();
+    ensure(differing.is_empty(), || {
+        let (first, last) = (differing[0], differing[differing.len() - 1]);
+        let zeros = differing.iter().filter(|&&i| got[i] == 0).count();
+        format!("{} lost {} of {BYTES} bytes ({zeros} read 0), from byte {first} to {last}", what(), differing.len())
+    })
+}
