@@ -14,8 +14,8 @@ use gnomon_core::{
     errors::ReplayError,
     format::{Speed, Template},
     replay::{
-        rebuild_only, replay_launching, start, Executables, Launches, OutputCheck, RankLink, ReplayReport, Stage,
-        StageFailure, StartError, Started, MEETING_LIMIT,
+        measure_floors, rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches,
+        OutputCheck, RankLink, ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
     },
     Core,
 };
@@ -30,7 +30,10 @@ type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
     rebuilt::Recorded,
-    replay::native::{reference_differences, replay_metrics, start_metrics, start_stages, within_reference},
+    replay::native::{
+        floor_metrics, reference_differences, replay_metrics, start_metrics, start_stages, within_reference, Restored,
+        Unavoidable, COLD_BELOW,
+    },
     Case, Metrics, Verdict,
 };
 
@@ -170,6 +173,9 @@ fn judge(
         StartError::Device(e) => format!("open device {ordinal}: {e}"),
     })?;
     let (core, ctx) = (&started.core, &started.ctx);
+    // Before the restore reads them: whether the shard files were cold decides which read
+    // floor the restore is held against.
+    let cached = shards_cached_fraction(core).map_err(|e| format!("ask the page cache about the shard files: {e}"));
     let window_start = unix_now();
     let launches = Launches { each: profile.launches, again_under_second_poison: true, timed: true, ranks: link };
     let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
@@ -180,16 +186,37 @@ fn judge(
     }
     let templates = template_names(core.manifest());
     match replayed {
-        Ok(report) => {
-            judge_replay(v, &started, &report, profile, budgets)?;
-            // The restore's arena mapping goes with its report, so the arena can be
-            // mapped again for the rebuild that is read back.
-            drop(report);
-            judge_attributes(v, core, ctx);
-            Ok(())
-        }
+        Ok(report) => judge_restored(v, &started, report, cached, profile, budgets),
         Err(failure) => stopped(v, &templates, failure),
     }
+}
+
+/// Every case of a restore that completed: its launches, its rebuilt nodes read back, and
+/// the restore itself against its floor and budgets.
+fn judge_restored(
+    v: &mut Verdicts,
+    started: &Started,
+    report: ReplayReport,
+    cached: Result<f64, String>,
+    profile: &Profile,
+    budgets: &Budgets,
+) -> Result<(), String> {
+    let (core, ctx) = (&started.core, &started.ctx);
+    let (mut metrics, restored) = judge_replay(v, started, &report, profile)?;
+    // The restore's arena mapping goes with its report, so the arena can be mapped again
+    // for the rebuild that is read back.
+    drop(report);
+    let module_floor_s = judge_attributes(v, core, ctx);
+    metrics.extend(module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
+    let no_floor = match floors_of(core, ctx, cached, &restored, started.context_s, module_floor_s) {
+        Ok(floors) => Ok(metrics.extend(floors)),
+        Err(why) => Err(format!("no floor to hold the restore against: {why}")),
+    };
+    judge_restore(v, metrics, budgets);
+    if let Err(why) = no_floor {
+        v.amend("restore", |r| r.reason = Some(why));
+    }
+    Ok(())
 }
 
 fn template_names(m: &gnomon_core::format::Manifest) -> Vec<String> {
@@ -199,25 +226,41 @@ fn template_names(m: &gnomon_core::format::Manifest) -> Vec<String> {
 /// Every template rebuilt again by replay's own rebuild (the same node descriptions the
 /// restore built from) and read back from the driver against the manifest: each node,
 /// edge and function attribute, the first difference named. Not part of the restore's
-/// time.
-fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) {
+/// time. Returns the seconds the modules took to load there, with nothing else running:
+/// the floor of the restore's modules.
+fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) -> Option<f64> {
     let m = core.manifest();
     let case = |t: &Template| format!("template={}/attributes", t.name);
     match rebuild_only(core, ctx) {
         Ok(rebuilt) => {
-            // Loaded here with nothing else running: the floor of the restore's modules.
-            v.amend("restore", |r| r.metrics.extend([measured("restore-module-floor-s", rebuilt.modules_s, "s")]));
             let recorded = Recorded::of(m);
             for (t, graph) in m.templates.iter().zip(&rebuilt.graphs) {
                 let restored = recorded.template_restored(t, graph, &rebuilt.functions);
                 v.set(&case(t), restored.map(|()| Metrics::new()).map_err(Verdict::Failed));
             }
+            Some(rebuilt.modules_s)
         }
         Err(e) => {
             let why = format!("rebuild the templates again to read them back: {e}");
             m.templates.iter().for_each(|t| v.set(&case(t), Err(Verdict::Failed(why.clone()))));
+            None
         }
     }
+}
+
+/// The floor of a restore, measured after it and apart from its time (the shard files
+/// read again as the restore found them, cold or warm).
+fn floors_of(
+    core: &Core,
+    ctx: &Context,
+    cached: Result<f64, String>,
+    restored: &Restored,
+    context_s: f64,
+    module_floor_s: Option<f64>,
+) -> Result<Metrics, String> {
+    let module_floor_s = module_floor_s.ok_or("the modules were not loaded again alone")?;
+    let floors = measure_floors(core, ctx, cached? < COLD_BELOW).map_err(|e| format!("measuring it failed: {e}"))?;
+    Ok(floor_metrics(restored, &floors, Unavoidable { context_s, module_floor_s }))
 }
 
 fn unix_now() -> f64 {
@@ -233,14 +276,14 @@ fn on_rank_device(ctx: &Context, rank: u32, ordinal: u32) -> Result<Metrics, Ver
     }
 }
 
-/// Every case of a restore that completed.
+/// Every case of a restore that completed, but the restore's own; returns its metrics and
+/// figures.
 fn judge_replay(
     v: &mut Verdicts,
     started: &Started,
     report: &ReplayReport,
     profile: &Profile,
-    budgets: &Budgets,
-) -> Result<(), String> {
+) -> Result<(Metrics, Restored), String> {
     let core = &started.core;
     let mut stages = start_stages(started);
     stages.extend(report.stages.iter().copied());
@@ -259,8 +302,13 @@ fn judge_replay(
     let reference = Reference { within: &reference, differences: &|o| reference_differences(core, report, o) };
     judge_templates(v, &facts, &launched, &agreements, &reference);
     judge_speeds(v, core.manifest(), &report.speeds);
-    let mut metrics = replay_metrics(core, report, None, &stages);
+    let (mut metrics, restored) = replay_metrics(core, report, &stages);
     metrics.extend(start_metrics(started));
+    Ok((metrics, restored))
+}
+
+/// The restore's case, with its metrics, and each budget held against them.
+fn judge_restore(v: &mut Verdicts, metrics: Metrics, budgets: &Budgets) {
     for (metric, budget) in budgets {
         let case = format!("budget/{metric}");
         let Some(m) = metrics.get(metric) else {
@@ -278,7 +326,6 @@ fn judge_replay(
     let total = metrics.get("restore-total-s").map_or(0.0, |m| m.value);
     v.set("restore", Ok(metrics));
     v.amend("restore", |r| r.duration_s = total);
-    Ok(())
 }
 
 /// Every template's speed against the one its exporter recorded.

@@ -216,7 +216,16 @@ fn judged_failed(dir: &Path, says: &str) -> Result<(), Verdict> {
     let started = std::time::Instant::now();
     let (core, open) = super::native::open_timed(dir)?;
     let ctx = Context::new(0).map_err(|e| Verdict::Blocked(e.to_string()))?;
-    match super::native::replay_and_check(&core, &ctx, Executables::Rebuild, Default::default(), started, vec![open]) {
+    let replayed = super::native::replay_and_check(
+        &core,
+        &ctx,
+        Executables::Rebuild,
+        Default::default(),
+        started,
+        vec![open],
+        0.0,
+    );
+    match replayed {
         Err(Verdict::Failed(reason)) if reason.contains(says) => Ok(()),
         Err(other) => Err(Verdict::Failed(format!("judged {other:?}, expected a failure saying `{says}`"))),
         Ok(_) => Err(Verdict::Failed(format!("the broken core passed; expected a failure saying `{says}`"))),

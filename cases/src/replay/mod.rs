@@ -142,8 +142,9 @@ fn direct_handover(w: &dyn Workload, cap: u64, ctx: &mut Ctx) -> Result<(), Verd
     let started = std::time::Instant::now();
     let (core, open) = native::open_timed(&dir)?;
     let handed = Executables::Handed(exported.handed);
-    let replayed =
-        native::replay_and_check(&core, &exported.session.ctx, handed, Launches::default(), started, vec![open]);
+    let device = &exported.session.ctx;
+    // The exporter's context is handed over with its executables: none is made.
+    let replayed = native::replay_and_check(&core, device, handed, Launches::default(), started, vec![open], 0.0);
     let result = replayed.map(|replayed| metrics.extend(replayed));
     ctx.metrics(metrics);
     result

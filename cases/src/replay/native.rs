@@ -77,11 +77,12 @@ impl StepOutcome {
 
 /// A restore that found less of its shard files than this in the page cache read mostly
 /// from storage: its read floor is measured cold.
-const COLD_BELOW: f64 = 0.5;
+pub(crate) const COLD_BELOW: f64 = 0.5;
 
 /// The native side of a replay, timed stage by stage from `started`: `before` holds the
-/// stages already run (opening the core, making the context), the rest are replay's own
-/// and the comparison with the expectations and the CPU reference.
+/// stages already run (opening the core, making the context, which took `context_s`: 0
+/// where the context was there already), the rest are replay's own and the comparison
+/// with the expectations and the CPU reference.
 pub fn replay_and_check(
     core: &Core,
     ctx: &Context,
@@ -89,6 +90,7 @@ pub fn replay_and_check(
     launches: Launches,
     started: Instant,
     mut before: StageTimes,
+    context_s: f64,
 ) -> Result<Metrics, Verdict> {
     // Before the restore reads them: how much of the shard files the page cache holds
     // decides which read floor the upload is held against.
@@ -105,7 +107,8 @@ pub fn replay_and_check(
     let floors = measure_floors(core, ctx, cached < COLD_BELOW)
         .map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
     before.push((Stage::MeasureFloors, measured_at.elapsed().as_secs_f64()));
-    let mut metrics = replay_metrics(core, &report, Some(&floors), &before);
+    let (mut metrics, restored) = replay_metrics(core, &report, &before);
+    metrics.extend(floor_metrics(&restored, &floors, Unavoidable { context_s, module_floor_s: 0.0 }));
     metrics.extend([measured("shards-cached-fraction", cached, "1")]);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
     metrics.extend([
@@ -127,13 +130,27 @@ fn rival_speedup(producer: &BTreeMap<String, f64>, total: f64) -> Option<(String
     Some(measured("cold-start-speedup", rival / total, "1"))
 }
 
-/// Stage timings and the scale metrics of a restore; the floors only where measured.
-pub(crate) fn replay_metrics(
-    core: &Core,
-    report: &ReplayReport,
-    floors: Option<&Floors>,
-    stages: &StageTimes,
-) -> Metrics {
+/// What a restore did, as its floor is set against it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Restored {
+    pub total_s: f64,
+    pub upload_s: f64,
+    pub bytes: u64,
+    pub nodes: usize,
+    /// Seconds spent building and instantiating, where the restore rebuilt its templates.
+    pub ready_s: Option<f64>,
+}
+
+/// What a restore cannot do without beside its bytes and nodes, measured in the same run:
+/// making its context and loading its modules with nothing else running.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unavoidable {
+    pub context_s: f64,
+    pub module_floor_s: f64,
+}
+
+/// Stage timings and the scale metrics of a restore, and its figures for a floor.
+pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -> (Metrics, Restored) {
     let m = core.manifest();
     let stage = |wanted: Stage| stages.iter().find(|(n, _)| *n == wanted).map_or(0.0, |(_, s)| *s);
     let mut metrics: Metrics = stages.iter().map(|(name, s)| measured(&format!("restore-{name}-s"), *s, "s")).collect();
@@ -172,24 +189,34 @@ pub(crate) fn replay_metrics(
             measured("restore-modules-loading-s", report.modules_s, "s"),
         ]);
     }
-    if let Some(floors) = floors {
-        let floor_gbps = floors.read_gbps.min(floors.pinned_h2d_gbps);
-        // The restore's floor: its bytes at the slower of reading and copying, and, where
-        // it rebuilt, its nodes at the driver's own cost.
-        let node_floor_s = if rebuilt { nodes as f64 * floors.driver_us_per_node / 1e6 } else { 0.0 };
-        let floor_s = report.uploaded.bytes as f64 / (floor_gbps * 1e9) + node_floor_s;
-        metrics.extend([
-            measured("read-floor-gbps", floors.read_gbps, "GB/s"),
-            measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
-            measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
-            measured("upload-fraction-of-floor", upload_gbps / floor_gbps, "1"),
-            measured("driver-floor-us-per-node", floors.driver_us_per_node, "us/node"),
-            measured("restore-over-floor", total / floor_s, "1"),
-        ]);
-        if rebuilt {
-            let over = ready / nodes.max(1) as f64 * 1e6 / floors.driver_us_per_node;
-            metrics.extend([measured("restore-over-driver-floor", over, "1")]);
-        }
+    let ready_s = rebuilt.then_some(ready);
+    let restored =
+        Restored { total_s: total, upload_s: stage(Stage::Upload), bytes: report.uploaded.bytes, nodes, ready_s };
+    (metrics, restored)
+}
+
+/// The restore against its floor, measured in the same run: what is unavoidable, its
+/// bytes at the slower of reading and copying, and, where it rebuilt, its nodes at the
+/// driver's own cost.
+pub(crate) fn floor_metrics(restored: &Restored, floors: &Floors, unavoidable: Unavoidable) -> Metrics {
+    let floor_gbps = floors.read_gbps.min(floors.pinned_h2d_gbps);
+    let per_node_us = floors.driver_us_per_node;
+    let node_floor_s = restored.ready_s.map_or(0.0, |_| restored.nodes as f64 * per_node_us / 1e6);
+    let bytes_floor_s = restored.bytes as f64 / (floor_gbps * 1e9);
+    let floor_s = unavoidable.context_s + unavoidable.module_floor_s + bytes_floor_s + node_floor_s;
+    let upload_gbps = restored.bytes as f64 / restored.upload_s / 1e9;
+    let mut metrics = Metrics::from([
+        measured("read-floor-gbps", floors.read_gbps, "GB/s"),
+        measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
+        measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
+        measured("upload-fraction-of-floor", upload_gbps / floor_gbps, "1"),
+        measured("driver-floor-us-per-node", per_node_us, "us/node"),
+        measured("restore-floor-s", floor_s, "s"),
+        measured("restore-over-floor", restored.total_s / floor_s, "1"),
+    ]);
+    if let Some(ready) = restored.ready_s {
+        let over = ready / restored.nodes.max(1) as f64 * 1e6 / per_node_us;
+        metrics.extend([measured("restore-over-driver-floor", over, "1")]);
     }
     metrics
 }
@@ -286,7 +313,8 @@ fn open_and_replay(dir: &Path, ranks: Option<RankLink>) -> Result<Metrics, Verdi
         StartError::Device(e) => Verdict::Blocked(format!("open device 0: {e}")),
     })?;
     let launches = Launches { ranks, ..Launches::default() };
-    let mut metrics = replay_and_check(&s.core, &s.ctx, Executables::Rebuild, launches, started, start_stages(&s))?;
+    let (stages, context_s) = (start_stages(&s), s.context_s);
+    let mut metrics = replay_and_check(&s.core, &s.ctx, Executables::Rebuild, launches, started, stages, context_s)?;
     metrics.extend(start_metrics(&s));
     Ok(metrics)
 }
@@ -362,5 +390,24 @@ mod tests {
         producer.insert(COLD_START_RIVAL.into(), 12.0);
         let (name, metric) = rival_speedup(&producer, 0.5).expect("a rival was timed");
         assert_eq!((name.as_str(), metric.value), ("cold-start-speedup", 24.0));
+    }
+
+    #[test]
+    fn the_floor_adds_what_is_unavoidable_to_the_bytes_at_the_slower_floor_and_the_rebuilt_nodes() {
+        let floors = Floors { read_gbps: 20.0, pinned_h2d_gbps: 50.0, cold: false, driver_us_per_node: 4.0 };
+        let rebuilt = Restored { total_s: 1.0, upload_s: 0.5, bytes: 10_000_000_000, nodes: 1000, ready_s: Some(0.01) };
+        let unavoidable = Unavoidable { context_s: 0.1, module_floor_s: 0.2 };
+        let value = |m: &Metrics, name: &str| m.get(name).map(|m| (m.value * 1e6).round() / 1e6);
+        let metrics = floor_metrics(&rebuilt, &floors, unavoidable);
+        // 0.1 + 0.2 + 10 GB / 20 GB/s + 1 000 × 4 us.
+        assert_eq!(value(&metrics, "restore-floor-s"), Some(0.804));
+        assert_eq!(value(&metrics, "restore-over-floor"), Some((1.0 / 0.804 * 1e6f64).round() / 1e6));
+        assert_eq!(value(&metrics, "upload-fraction-of-floor"), Some(1.0));
+        assert_eq!(value(&metrics, "restore-over-driver-floor"), Some(2.5));
+        // Handed executables: no nodes built, none in the floor.
+        let handed = Restored { ready_s: None, ..rebuilt };
+        let metrics = floor_metrics(&handed, &floors, Unavoidable { context_s: 0.0, module_floor_s: 0.0 });
+        assert_eq!(value(&metrics, "restore-floor-s"), Some(0.5));
+        assert_eq!(value(&metrics, "restore-over-driver-floor"), None);
     }
 }
