@@ -14,8 +14,8 @@ use gnomon_core::{
     errors::ReplayError,
     format::{Speed, Template},
     replay::{
-        measure_floors, rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches,
-        OutputCheck, RankLink, ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
+        rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches, OutputCheck, RankLink,
+        ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
     },
     Core,
 };
@@ -31,8 +31,8 @@ use crate::{
     measured,
     rebuilt::Recorded,
     replay::native::{
-        floor_metrics, reference_differences, replay_metrics, start_metrics, start_stages, within_reference, Restored,
-        Unavoidable, COLD_BELOW,
+        floor_metrics, floors_as_found, reference_differences, replay_metrics, start_metrics, start_stages,
+        within_reference, Restored, Unavoidable,
     },
     Case, Metrics, Verdict,
 };
@@ -208,13 +208,12 @@ fn judge_restored(
     drop(report);
     let module_floor_s = judge_attributes(v, core, ctx);
     metrics.extend(module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
-    let no_floor = match floors_of(core, ctx, cached, &restored, started.context_s, module_floor_s) {
-        Ok(floors) => Ok(metrics.extend(floors)),
-        Err(why) => Err(format!("no floor to hold the restore against: {why}")),
-    };
+    let no_floor = floors_of(core, ctx, cached, &restored, started.context_s, module_floor_s)
+        .map(|floors| metrics.extend(floors))
+        .err();
     judge_restore(v, metrics, budgets);
-    if let Err(why) = no_floor {
-        v.amend("restore", |r| r.reason = Some(why));
+    if let Some(why) = no_floor {
+        v.amend("restore", |r| r.reason = Some(format!("no floor to hold the restore against: {why}")));
     }
     Ok(())
 }
@@ -259,7 +258,7 @@ fn floors_of(
     module_floor_s: Option<f64>,
 ) -> Result<Metrics, String> {
     let module_floor_s = module_floor_s.ok_or("the modules were not loaded again alone")?;
-    let floors = measure_floors(core, ctx, cached? < COLD_BELOW).map_err(|e| format!("measuring it failed: {e}"))?;
+    let floors = floors_as_found(core, ctx, cached?).map_err(|e| format!("measuring it failed: {e}"))?;
     Ok(floor_metrics(restored, &floors, Unavoidable { context_s, module_floor_s }))
 }
 

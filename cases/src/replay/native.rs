@@ -77,7 +77,7 @@ impl StepOutcome {
 
 /// A restore that found less of its shard files than this in the page cache read mostly
 /// from storage: its read floor is measured cold.
-pub(crate) const COLD_BELOW: f64 = 0.5;
+const COLD_BELOW: f64 = 0.5;
 
 /// The native side of a replay, timed stage by stage from `started`: `before` holds the
 /// stages already run (opening the core, making the context, which took `context_s`: 0
@@ -104,8 +104,8 @@ pub fn replay_and_check(
     before.extend(report.stages.iter().copied());
     before.push((Stage::Compare, compared.elapsed().as_secs_f64()));
     let measured_at = Instant::now();
-    let floors = measure_floors(core, ctx, cached < COLD_BELOW)
-        .map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
+    let floors =
+        floors_as_found(core, ctx, cached).map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
     before.push((Stage::MeasureFloors, measured_at.elapsed().as_secs_f64()));
     let (mut metrics, restored) = replay_metrics(core, &report, &before);
     metrics.extend(floor_metrics(&restored, &floors, Unavoidable { context_s, module_floor_s: 0.0 }));
@@ -130,11 +130,17 @@ fn rival_speedup(producer: &BTreeMap<String, f64>, total: f64) -> Option<(String
     Some(measured("cold-start-speedup", rival / total, "1"))
 }
 
+/// The floors, the shard files read as a restore that found `cached` of them in the page
+/// cache read them: cold below [`COLD_BELOW`], warm otherwise.
+pub(crate) fn floors_as_found(core: &Core, ctx: &Context, cached: f64) -> Result<Floors, ReplayError> {
+    measure_floors(core, ctx, cached < COLD_BELOW)
+}
+
 /// What a restore did, as its floor is set against it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Restored {
     pub total_s: f64,
-    pub upload_s: f64,
+    pub upload_gbps: f64,
     pub bytes: u64,
     pub nodes: usize,
     /// Seconds spent building and instantiating, where the restore rebuilt its templates.
@@ -190,8 +196,7 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
         ]);
     }
     let ready_s = rebuilt.then_some(ready);
-    let restored =
-        Restored { total_s: total, upload_s: stage(Stage::Upload), bytes: report.uploaded.bytes, nodes, ready_s };
+    let restored = Restored { total_s: total, upload_gbps, bytes: report.uploaded.bytes, nodes, ready_s };
     (metrics, restored)
 }
 
@@ -204,12 +209,11 @@ pub(crate) fn floor_metrics(restored: &Restored, floors: &Floors, unavoidable: U
     let node_floor_s = restored.ready_s.map_or(0.0, |_| restored.nodes as f64 * per_node_us / 1e6);
     let bytes_floor_s = restored.bytes as f64 / (floor_gbps * 1e9);
     let floor_s = unavoidable.context_s + unavoidable.module_floor_s + bytes_floor_s + node_floor_s;
-    let upload_gbps = restored.bytes as f64 / restored.upload_s / 1e9;
     let mut metrics = Metrics::from([
         measured("read-floor-gbps", floors.read_gbps, "GB/s"),
         measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
         measured("pinned-h2d-floor-gbps", floors.pinned_h2d_gbps, "GB/s"),
-        measured("upload-fraction-of-floor", upload_gbps / floor_gbps, "1"),
+        measured("upload-fraction-of-floor", restored.upload_gbps / floor_gbps, "1"),
         measured("driver-floor-us-per-node", per_node_us, "us/node"),
         measured("restore-floor-s", floor_s, "s"),
         measured("restore-over-floor", restored.total_s / floor_s, "1"),
@@ -395,7 +399,8 @@ mod tests {
     #[test]
     fn the_floor_adds_what_is_unavoidable_to_the_bytes_at_the_slower_floor_and_the_rebuilt_nodes() {
         let floors = Floors { read_gbps: 20.0, pinned_h2d_gbps: 50.0, cold: false, driver_us_per_node: 4.0 };
-        let rebuilt = Restored { total_s: 1.0, upload_s: 0.5, bytes: 10_000_000_000, nodes: 1000, ready_s: Some(0.01) };
+        let rebuilt =
+            Restored { total_s: 1.0, upload_gbps: 20.0, bytes: 10_000_000_000, nodes: 1000, ready_s: Some(0.01) };
         let unavoidable = Unavoidable { context_s: 0.1, module_floor_s: 0.2 };
         let value = |m: &Metrics, name: &str| m.get(name).map(|m| (m.value * 1e6).round() / 1e6);
         let metrics = floor_metrics(&rebuilt, &floors, unavoidable);
