@@ -54,18 +54,23 @@ pub fn nvrtc_version() -> std::result::Result<String, String> {
 
 struct ModuleInner {
     ctx: Context,
-    raw: sys::CUmodule,
+    raw: sys::CUlibrary,
+    /// The image, kept until the library is unloaded: the driver was told it may read it
+    /// at any time instead of copying it.
+    _image: Vec<u8>,
 }
 
 impl Drop for ModuleInner {
     fn drop(&mut self) {
-        // SAFETY: unloads the module loaded in `Module::load`; no `Function` outlives it.
-        let status = unsafe { sys::cuModuleUnload(self.raw) };
-        self.ctx.released("cuModuleUnload", status);
+        // SAFETY: unloads the library loaded in `Module::load`; no `Function` outlives it.
+        let status = unsafe { sys::cuLibraryUnload(self.raw) };
+        self.ctx.released("cuLibraryUnload", status);
     }
 }
 
-/// A loaded module (PTX or cubin).
+/// A loaded module (PTX or cubin), held as a context-independent library: the driver
+/// loads each kernel into the context when its function is first got (measured faster
+/// than `cuModuleLoadData` for images of tens of MB, `docs/driver-facts.md`).
 #[derive(Clone)]
 pub struct Module(Rc<ModuleInner>);
 
@@ -73,7 +78,10 @@ impl Module {
     /// Loads a PTX text or cubin image.
     pub fn load(ctx: &Context, image: &[u8]) -> Result<Self> {
         ctx.settle()?;
-        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw: load_raw(image)? })))
+        let mut owned = Vec::with_capacity(image.len() + 1);
+        owned.extend_from_slice(image);
+        let (raw, image) = load_raw(owned)?;
+        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw, _image: image })))
     }
 
     /// Compiles CUDA C with NVRTC for this context's device and loads it; returns the PTX
@@ -85,7 +93,10 @@ impl Module {
 
     /// The names of the module's kernels, as the driver lists them.
     pub fn entries(&self) -> Result<BTreeSet<String>> {
-        entries_of(self.0.raw)
+        let mut module = ptr::null_mut();
+        // SAFETY: a loaded library; the driver writes its module in the current context.
+        check("cuLibraryGetModule", unsafe { sys::cuLibraryGetModule(&mut module, self.0.raw) })?;
+        entries_of(module)
     }
 
     pub fn function(&self, name: &str) -> Result<Function> {
@@ -178,13 +189,28 @@ impl Function {
     }
 }
 
-fn load_raw(image: &[u8]) -> Result<sys::CUmodule> {
-    let mut owned = image.to_vec();
-    owned.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
+/// Loads `image` as a library the driver reads in place (no copy of its own), and gives
+/// the image back to be kept as long as the library.
+fn load_raw(mut image: Vec<u8>) -> Result<(sys::CUlibrary, Vec<u8>)> {
+    image.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
     let mut raw = ptr::null_mut();
-    // SAFETY: `owned` is a complete image that lives across the call.
-    check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, owned.as_ptr() as *const c_void) })?;
-    Ok(raw)
+    let mut options = [sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED];
+    let mut values = [1usize as *mut c_void];
+    // SAFETY: `image` is a complete image; the caller keeps it, unmoved, until the library
+    // is unloaded (a `Vec`'s heap buffer does not move with the vector).
+    check("cuLibraryLoadData", unsafe {
+        sys::cuLibraryLoadData(
+            &mut raw,
+            image.as_ptr() as *const c_void,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            0,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+            1,
+        )
+    })?;
+    Ok((raw, image))
 }
 
 /// Modules loaded by [`load_alongside`], each with the functions asked of it, in order.
@@ -194,9 +220,10 @@ pub struct Loaded {
     pub seconds: f64,
 }
 
-/// What a loading thread made of one image: the module and its functions' handles, as
-/// integers that only the driver is given until they are owned on the calling thread.
-type RawLoad<E> = std::result::Result<(usize, Result<Vec<usize>>), E>;
+/// What a loading thread made of one image: the library and its functions' handles, as
+/// integers that only the driver is given until they are owned on the calling thread,
+/// and the image the library reads.
+type RawLoad<E> = std::result::Result<(usize, Vec<u8>, Result<Vec<usize>>), E>;
 
 /// Loads `wanted.len()` modules on `threads` threads of `ctx`'s context while `alongside`
 /// runs on this thread, and gets from each module `wanted[i]`'s functions there too: the
@@ -214,9 +241,9 @@ pub fn load_alongside<T, E: From<CudaError> + Send>(
     }
     let (raw_ctx, next, started) = (ctx.raw() as usize, AtomicUsize::new(0), Instant::now());
     let load = |i: usize| -> RawLoad<E> {
-        let module = load_raw(&image(i)?)?;
-        let functions = wanted[i].iter().map(|name| raw_function(module, name).map(|f| f as usize)).collect();
-        Ok((module as usize, functions))
+        let (library, image) = load_raw(image(i)?)?;
+        let functions = wanted[i].iter().map(|name| raw_function(library, name).map(|f| f as usize)).collect();
+        Ok((library as usize, image, functions))
     };
     let (value, made) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.clamp(1, wanted.len().max(1)))
@@ -256,8 +283,8 @@ fn own_loaded<E: From<CudaError>>(
     let mut failure = None;
     let mut modules = Vec::with_capacity(made.len());
     for (i, load) in made {
-        let owned = load.and_then(|(raw, functions)| {
-            let module = Module(Rc::new(ModuleInner { ctx: ctx.clone(), raw: raw as sys::CUmodule }));
+        let owned = load.and_then(|(raw, image, functions)| {
+            let module = Module(Rc::new(ModuleInner { ctx: ctx.clone(), raw: raw as sys::CUlibrary, _image: image }));
             let functions = functions?.into_iter().zip(&wanted[i]);
             let functions = functions.map(|(raw, name)| module.wrap(raw as sys::CUfunction, name));
             Ok(functions.collect::<Result<Vec<_>>>().map(|f| (module, f))?)
@@ -270,12 +297,15 @@ fn own_loaded<E: From<CudaError>>(
     failure.map_or(Ok(modules), Err)
 }
 
-fn raw_function(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction> {
+/// The function of kernel `name` in the current context, which loads the kernel there.
+fn raw_function(library: sys::CUlibrary, name: &str) -> Result<sys::CUfunction> {
     let c_name =
         CString::new(name).map_err(|_| CudaError::Unsupported(format!("function name `{name}` holds a NUL")))?;
-    let mut raw = ptr::null_mut();
-    // SAFETY: the module is loaded and `c_name` is NUL-terminated.
-    check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut raw, module, c_name.as_ptr()) })?;
+    let (mut kernel, mut raw) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the library is loaded and `c_name` is NUL-terminated.
+    check("cuLibraryGetKernel", unsafe { sys::cuLibraryGetKernel(&mut kernel, library, c_name.as_ptr()) })?;
+    // SAFETY: a kernel of a loaded library; the driver writes its function in this context.
+    check("cuKernelGetFunction", unsafe { sys::cuKernelGetFunction(&mut raw, kernel) })?;
     Ok(raw)
 }
 
