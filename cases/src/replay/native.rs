@@ -182,11 +182,9 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
     // files, warms up and captures), how much sooner the restore is ready.
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
     metrics.extend(rival_speedup(&m.producer_seconds, total));
-    // The time spent building and the instantiation left once the last template was
-    // built make them ready. Modules load on threads of their own during the upload:
-    // `module-load` is what the restore waited for them after it, this their own time.
-    let rebuilt = report.building_s > 0.0;
-    let ready = report.building_s + stage(Stage::Instantiate);
+    // Modules load and templates are built and instantiated during the upload: the
+    // stages are what the restore waited for after it, these their own times.
+    let (rebuilt, ready) = (report.ready_s > 0.0, report.ready_s);
     if rebuilt {
         metrics.extend([
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),

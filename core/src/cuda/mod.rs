@@ -23,7 +23,7 @@ pub use build::{
     build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
 };
 pub use graph::{live_executables, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph};
-pub use module::{compile_ptx, load_alongside, nvrtc_version, Function, Loaded, LoadedModule, Module};
+pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module};
 pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
@@ -483,6 +483,12 @@ impl Stream {
         template.ok_or_else(|| CudaError::Unsupported("capture produced no graph".into()))
     }
 
+    /// Lends this stream and `events` to another thread ([`LentStream`]).
+    pub fn lend<'a>(&'a self, events: &'a [Event]) -> LentStream<'a> {
+        let events = events.iter().map(|e| e.raw as usize).collect();
+        LentStream { ctx: self.ctx.raw() as usize, stream: self.raw as usize, events, _lent: Default::default() }
+    }
+
     pub(crate) fn raw(&self) -> sys::CUstream {
         self.raw
     }
@@ -493,6 +499,67 @@ impl Drop for Stream {
         // SAFETY: destroys the stream made in `Context::stream`.
         let status = unsafe { sys::cuStreamDestroy_v2(self.raw) };
         self.ctx.released("cuStreamDestroy", status);
+    }
+}
+
+fn event_completed(event: sys::CUevent) -> Result<bool> {
+    // SAFETY: the caller holds the live event.
+    match unsafe { sys::cuEventQuery(event) } {
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        status => check("cuEventQuery", status).map(|_| true),
+    }
+}
+
+/// A stream and events lent, as raw handles, to one other thread of the context, which
+/// issues copies on it and records and waits for the events (the upload's copies, while
+/// the thread that owns them builds templates). Worker threads hold no CUDA type: this
+/// is what they are handed instead, for no longer than the borrow.
+pub struct LentStream<'a> {
+    ctx: usize,
+    stream: usize,
+    events: Vec<usize>,
+    _lent: std::marker::PhantomData<&'a ()>,
+}
+
+impl LentStream<'_> {
+    /// Makes the lender's context current on this thread; first, on the borrowing thread.
+    pub fn make_current(&self) -> Result<()> {
+        // SAFETY: the lender's context is live while the borrow lasts.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx as sys::CUcontext) })
+    }
+
+    pub fn events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// As [`Stream::upload_async`].
+    ///
+    /// # Safety
+    /// As [`Stream::upload_async`].
+    pub unsafe fn upload_async(&self, dst: u64, src: &[u8]) -> Result<()> {
+        let stream = self.stream as sys::CUstream;
+        check("cuMemcpyHtoDAsync", sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream))
+    }
+
+    /// Records event `i` on the stream.
+    pub fn record(&self, i: usize) -> Result<()> {
+        // SAFETY: both handles are live while the borrow lasts.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(self.event(i), self.stream as sys::CUstream) })
+    }
+
+    /// As [`Event::completed`], for event `i`.
+    pub fn completed(&self, i: usize) -> Result<bool> {
+        event_completed(self.event(i))
+    }
+
+    /// As [`Event::synchronize`], for event `i`.
+    pub fn synchronize(&self, i: usize) -> Result<()> {
+        // SAFETY: the event is live while the borrow lasts.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.event(i)) })
+    }
+
+    fn event(&self, i: usize) -> sys::CUevent {
+        self.events[i] as sys::CUevent
     }
 }
 
@@ -511,11 +578,8 @@ impl Event {
 
     /// Whether the work before the last record of this event has completed, without waiting.
     pub fn completed(&self) -> Result<bool> {
-        // SAFETY: `raw` is a live event.
-        match unsafe { sys::cuEventQuery(self.raw) } {
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            status => self.ctx.call("cuEventQuery", || status).map(|_| true),
-        }
+        self.ctx.settle()?;
+        event_completed(self.raw)
     }
 
     /// Milliseconds from `self` to `end`, both recorded and completed.

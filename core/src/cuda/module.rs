@@ -195,7 +195,8 @@ fn load_raw(mut image: Vec<u8>) -> Result<(sys::CUlibrary, Vec<u8>)> {
     image.push(0); // PTX must be NUL-terminated; a cubin ignores trailing bytes.
     let mut raw = ptr::null_mut();
     let mut options = [sys::CUlibraryOption::CU_LIBRARY_BINARY_IS_PRESERVED];
-    let mut values = [1usize as *mut c_void];
+    // The option's value (true) travels in a pointer-sized slot, as JIT options do.
+    let mut values = [ptr::without_provenance_mut::<c_void>(1)];
     // SAFETY: `image` is a complete image; the caller keeps it, unmoved, until the library
     // is unloaded (a `Vec`'s heap buffer does not move with the vector).
     check("cuLibraryLoadData", unsafe {
@@ -213,7 +214,7 @@ fn load_raw(mut image: Vec<u8>) -> Result<(sys::CUlibrary, Vec<u8>)> {
     Ok((raw, image))
 }
 
-/// Modules loaded by [`load_alongside`], each with the functions asked of it, in order.
+/// Modules loaded by [`load_on_threads`], each with the functions asked of it, in order.
 pub struct Loaded {
     pub modules: Vec<(Module, Vec<Function>)>,
     /// From the threads' start until the last module was loaded.
@@ -225,27 +226,24 @@ pub struct Loaded {
 /// and the image the library reads.
 type RawLoad<E> = std::result::Result<(usize, Vec<u8>, Result<Vec<usize>>), E>;
 
-/// Loads `wanted.len()` modules on `threads` threads of `ctx`'s context while `alongside`
-/// runs on this thread, and gets from each module `wanted[i]`'s functions there too: the
-/// driver loads a kernel lazily, when its function is first got, so that is loading as
-/// well. `image(i)` reads (and checks) the i-th image on the loading thread.
-pub fn load_alongside<T, E: From<CudaError> + Send>(
+/// Loads `wanted.len()` modules on `threads` threads of `ctx`'s context, and gets from
+/// each module `wanted[i]`'s functions there too: the driver loads a kernel lazily, when
+/// its function is first got, so that is loading as well. `image(i)` reads (and checks)
+/// the i-th image on the loading thread.
+pub fn load_on_threads<E: From<CudaError> + Send>(
     ctx: &Context,
     wanted: &[Vec<&str>],
     image: impl Fn(usize) -> std::result::Result<Vec<u8>, E> + Sync,
     threads: usize,
-    alongside: impl FnOnce() -> T,
-) -> (T, std::result::Result<Loaded, E>) {
-    if let Err(e) = ctx.settle() {
-        return (alongside(), Err(e.into()));
-    }
+) -> std::result::Result<Loaded, E> {
+    ctx.settle()?;
     let (raw_ctx, next, started) = (ctx.raw() as usize, AtomicUsize::new(0), Instant::now());
     let load = |i: usize| -> RawLoad<E> {
         let (library, image) = load_raw(image(i)?)?;
         let functions = wanted[i].iter().map(|name| raw_function(library, name).map(|f| f as usize)).collect();
         Ok((library as usize, image, functions))
     };
-    let (value, made) = std::thread::scope(|scope| {
+    let made = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.clamp(1, wanted.len().max(1)))
             .map(|_| {
                 let (next, load) = (&next, &load);
@@ -264,13 +262,12 @@ pub fn load_alongside<T, E: From<CudaError> + Send>(
                 })
             })
             .collect();
-        let value = alongside();
-        (value, workers.into_iter().map(|w| w.join().expect("a loading thread does not panic")).collect::<Vec<_>>())
+        workers.into_iter().map(|w| w.join().expect("a loading thread does not panic")).collect::<Vec<_>>()
     });
     let seconds = made.iter().map(|(_, s)| *s).fold(0.0, f64::max);
     let mut made: Vec<(usize, RawLoad<E>)> = made.into_iter().flat_map(|(m, _)| m).collect();
     made.sort_by_key(|(i, _)| *i);
-    (value, own_loaded(ctx, wanted, made).map(|modules| Loaded { modules, seconds }))
+    own_loaded(ctx, wanted, made).map(|modules| Loaded { modules, seconds })
 }
 
 /// Takes ownership of every module the threads loaded (so each is unloaded, whatever

@@ -1,9 +1,9 @@
 //! Native replay of a validated core: check the context, map the arena at its exact
-//! addresses, load the modules on threads of their own while this thread poisons the
-//! arena and streams the shards up (hashed on the very bytes uploaded), check every
-//! function's parameter layout, rebuild the templates, each instantiated with its
-//! recorded flags on another thread as soon as it is built (or take executables handed
-//! over live), check what the upload left and keep device copies of the writable
+//! addresses, poison it and stream the shards up (hashed on the very bytes uploaded, the
+//! copies issued by a thread of their own) while this thread has the modules loaded on
+//! threads of their own, checks every function's parameter layout and rebuilds the
+//! templates, each instantiated with its recorded flags on another thread as soon as it
+//! is built (or take executables handed over live); check what the upload left and keep device copies of the writable
 //! buffers; then for each template: reset the writable buffers from their device copies,
 //! launch and digest the outputs; once all have run, check that no weight changed. Every
 //! stage is timed, so the stages account for the replay's wall time. [`measure_floors`]
@@ -36,7 +36,7 @@ pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use crate::{
     contract::ReplayPlan,
-    cuda::{load_alongside, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
+    cuda::{load_on_threads, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
     format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed},
     validate::{recorded_flags, Core},
@@ -89,6 +89,10 @@ pub struct ReplayReport {
     pub kernels_s: f64,
     /// Seconds this thread spent building templates (0 for handed executables).
     pub building_s: f64,
+    /// Seconds from the modules loaded to the last template instantiated: what making
+    /// the templates ready took, whether or not the upload hid it (0 for handed
+    /// executables).
+    pub ready_s: f64,
     /// Seconds the modules took to load on their own threads, alongside the upload (0 for
     /// handed executables).
     pub modules_s: f64,
@@ -205,10 +209,7 @@ fn restore_and_launch(
             stages.time(Stage::Poison, || poison(m, ctx))?;
             (stages.time(Stage::Upload, || upload::shards(core, ctx, Staging::default()))?, Ok(execs))
         }
-        Executables::Rebuild => {
-            let (uploaded, functions) = upload_while_loading(core, ctx, stages)?;
-            (uploaded, rebuild_after_upload(m, ctx, &functions, stages))
-        }
+        Executables::Rebuild => upload_while_building(core, ctx, stages)?,
     };
     // Loaded for the checks (contents here, weights after the launches), timed with them.
     let checksummer = stages.time(Stage::WeightsCheck, || checksum::Checksummer::new(ctx))?;
@@ -236,7 +237,7 @@ fn restore_and_launch(
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
-    let (building_s, modules_s) = (stages.building_s, stages.modules_s);
+    let (building_s, ready_s, modules_s) = (stages.building_s, stages.ready_s, stages.modules_s);
     let stages = std::mem::take(&mut stages.times);
     Ok(ReplayReport {
         stages,
@@ -247,6 +248,7 @@ fn restore_and_launch(
         first_launch_s,
         kernels_s,
         building_s,
+        ready_s,
         modules_s,
         arena,
     })
@@ -272,45 +274,77 @@ fn time_recorded(
 /// The executables of a rebuild, or the stage that failed and why.
 type RebuildOutcome = Result<Vec<GraphExec>, (Stage, ReplayError)>;
 
-/// Loads the modules on their own threads while this one poisons the arena and uploads
-/// the shards (neither needs the other): the modules' stage is the time the restore
-/// waited for them after its upload, `modules_s` the loading's own. A module that failed
-/// is told before the upload, as the cases are ordered.
-fn upload_while_loading(
+/// Poisons the arena, then uploads the shards, the copies issued by a thread of their own,
+/// while this thread has the modules loaded (on threads of their own) and then builds
+/// every template, each instantiated on another thread as soon as it is built: neither
+/// needs the other. The stages after the upload's are what the restore waited for once
+/// the upload had ended: modules, building, instantiation. A module that failed is told
+/// before the upload and a rebuild that failed after the upload's checks, as the cases
+/// are ordered.
+fn upload_while_building(
     core: &Core,
     ctx: &Context,
     stages: &mut Stages,
-) -> Result<(Uploaded, rebuild::Functions), ReplayError> {
+) -> Result<(Uploaded, RebuildOutcome), ReplayError> {
+    stages.time(Stage::Poison, || poison(core.manifest(), ctx))?;
     let started = Instant::now();
-    let (uploaded, loaded) = load_modules_alongside(core, ctx, || {
-        stages.time(Stage::Poison, || poison(core.manifest(), ctx))?;
-        stages.time(Stage::Upload, || upload::shards(core, ctx, Staging::default()))
-    });
-    let alongside = stages.seconds(Stage::Poison) + stages.seconds(Stage::Upload);
-    stages.add(Stage::ModuleLoad, (started.elapsed().as_secs_f64() - alongside).max(0.0));
-    // The modules' case comes before the upload's: their failure is the one told.
-    let (functions, modules_s) = loaded.inspect_err(|_| stages.failed = Some(Stage::ModuleLoad))?;
-    stages.modules_s = modules_s;
-    Ok((uploaded?, functions))
+    let upload = Upload::prepare(core, ctx, Staging::default()).and_then(|u| Ok((u, ctx.stream()?)));
+    let (uploaded, building) = match upload {
+        Ok((upload, stream)) => upload.run_alongside(&stream, || load_and_build(core, ctx, started)),
+        Err(e) => (Err(e), load_and_build(core, ctx, started)),
+    };
+    let upload_s = uploaded.as_ref().map_or(started.elapsed().as_secs_f64(), |u| u.seconds);
+    stages.add(Stage::Upload, upload_s);
+    let Building { outcome, modules_at, built_at, ready_at, .. } = building;
+    // Each phase of this thread counts from when it began or the upload ended, the later.
+    let waited = |from: f64, to: f64| (to - from.max(upload_s)).max(0.0);
+    stages.add(Stage::ModuleLoad, waited(0.0, modules_at));
+    stages.add(Stage::Rebuild, waited(modules_at, built_at));
+    stages.add(Stage::Instantiate, waited(built_at, ready_at));
+    (stages.modules_s, stages.building_s, stages.ready_s) =
+        (building.modules_s, building.building_s, ready_at - modules_at);
+    let outcome = outcome.inspect_err(|_| stages.fail(Stage::ModuleLoad))?;
+    Ok((uploaded.inspect_err(|_| stages.fail(Stage::Upload))?, outcome))
 }
 
-/// Builds every template on this thread, each instantiated on another as soon as it is
-/// built; a failure comes with its stage, told after the upload's checks.
-fn rebuild_after_upload(
-    m: &Manifest,
-    ctx: &Context,
-    functions: &rebuild::Functions,
-    stages: &mut Stages,
-) -> RebuildOutcome {
-    let started = Instant::now();
-    let ready = rebuild::ready(ctx, m, functions, READY);
-    let wall = started.elapsed().as_secs_f64();
-    let built_s = ready.as_ref().map_or(wall, |r| r.built_s);
-    stages.add(Stage::Rebuild, built_s);
-    stages.add(Stage::Instantiate, wall - built_s);
-    stages.building_s = ready.as_ref().map_or(0.0, |r| r.building_s);
+/// What this thread did while the upload ran: the executables (or why there are none),
+/// seconds from the upload's start when the modules were loaded, the last template built
+/// and the last instantiated, and the loading's and the building's own seconds.
+struct Building {
+    /// `Err` where a module failed to load; within, where a template failed.
+    outcome: Result<RebuildOutcome, ReplayError>,
+    modules_at: f64,
+    built_at: f64,
+    ready_at: f64,
+    modules_s: f64,
+    building_s: f64,
+}
+
+/// Loads the modules, then builds every template on this thread, each instantiated on
+/// another as soon as it is built.
+fn load_and_build(core: &Core, ctx: &Context, started: Instant) -> Building {
+    let m = core.manifest();
+    let loaded = load_modules(core, ctx);
+    let modules_at = started.elapsed().as_secs_f64();
+    let (functions, modules_s) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            let at = modules_at;
+            return Building {
+                outcome: Err(e),
+                modules_at,
+                built_at: at,
+                ready_at: at,
+                modules_s: 0.0,
+                building_s: 0.0,
+            };
+        }
+    };
+    let ready = rebuild::ready(ctx, m, &functions, READY);
+    let ready_at = started.elapsed().as_secs_f64();
+    let (built_at, building_s) = ready.as_ref().map_or((ready_at, 0.0), |r| (modules_at + r.built_s, r.building_s));
     let named = |r: crate::cuda::Ready| r.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
-    ready.map(named)
+    Building { outcome: Ok(ready.map(named)), modules_at, built_at, ready_at, modules_s, building_s }
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -351,8 +385,9 @@ struct Stages {
     times: StageTimes,
     failed: Option<Stage>,
     template: Option<String>,
-    /// Seconds spent building templates.
+    /// Seconds spent building templates, and making them ready.
     building_s: f64,
+    ready_s: f64,
     /// Seconds the modules took to load on their own threads, alongside the upload.
     modules_s: f64,
 }
@@ -366,10 +401,6 @@ impl Stages {
     }
 
     /// Marks `stage` as where the replay stopped, unless an earlier one was.
-    fn seconds(&self, name: Stage) -> f64 {
-        self.times.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, s)| *s)
-    }
-
     fn fail(&mut self, stage: Stage) {
         self.failed.get_or_insert(stage);
     }
@@ -490,25 +521,16 @@ fn module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, 
 /// runner 8 loaded llama-eager's 20 images fastest, `docs/driver-facts.md`).
 const MODULE_THREADS: usize = 8;
 
-/// Loads every module while `alongside` runs ([`load_alongside`]), sets each function's
-/// recorded attributes and checks its recorded layout against the driver's; with the
-/// functions, the seconds the loading took.
-fn load_modules_alongside<T>(
-    core: &Core,
-    ctx: &Context,
-    alongside: impl FnOnce() -> T,
-) -> (T, Result<(rebuild::Functions, f64), ReplayError>) {
+/// Loads every module on [`MODULE_THREADS`] threads ([`load_on_threads`]), sets each
+/// function's recorded attributes and checks its recorded layout against the driver's;
+/// with the functions, the seconds the loading took.
+fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64), ReplayError> {
     let modules = &core.manifest().modules;
     let wanted: Vec<Vec<&str>> =
         modules.iter().map(|m| m.functions.iter().map(|f| f.name.as_str()).collect()).collect();
     let image = |i: usize| module_image(core, &modules[i]);
-    let (value, loaded) = load_alongside(ctx, &wanted, image, MODULE_THREADS, alongside);
-    (value, loaded.and_then(|loaded| Ok((recorded_functions(modules, loaded.modules)?, loaded.seconds))))
-}
-
-/// Loads every module, the seconds it took beside the functions ([`load_modules_alongside`]).
-fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64), ReplayError> {
-    load_modules_alongside(core, ctx, || ()).1
+    let loaded = load_on_threads(ctx, &wanted, image, MODULE_THREADS)?;
+    Ok((recorded_functions(modules, loaded.modules)?, loaded.seconds))
 }
 
 /// Each loaded function under its module's id, its recorded attributes set, its layout

@@ -3,8 +3,9 @@
 //! Reader threads (they hold no CUDA types) each take the next piece a digest covers (a
 //! v3 chunk, so one big shard is read by every reader at once, or a whole v1/v2 file),
 //! read its bytes once into staging slots lent to them, and hash exactly the bytes they
-//! hand back. This thread enqueues each slot's copy, records the slot's event, and lends
-//! the slot again only once that copy has completed. Host memory is the staging pool,
+//! hand back. A copying thread of its own enqueues each slot's copy, records the slot's
+//! event, and lends the slot again only once that copy has completed; meanwhile the
+//! calling thread is free for other work (replay builds its templates there). Host memory is the staging pool,
 //! whatever the arena's size. A piece whose bytes do not hash to the manifest's digest
 //! fails the restore before anything is launched, so a file changed after validation is
 //! caught without being read twice.
@@ -21,7 +22,7 @@ use std::{
 };
 
 use crate::{
-    cuda::{Context, Event, PinnedHost, Stream},
+    cuda::{Context, Event, LentStream, PinnedHost, Stream},
     errors::ReplayError,
     format::digest::{pieces, Piece, PieceHasher},
     validate::Core,
@@ -94,6 +95,17 @@ impl<'c> Upload<'c> {
 
     /// Streams every shard, its copies enqueued on `stream` behind whatever it holds.
     pub fn run(self, stream: &Stream) -> Result<Uploaded, ReplayError> {
+        self.run_alongside(stream, || ()).0
+    }
+
+    /// As [`Upload::run`], while `alongside` runs on this thread: the copies are issued
+    /// by a thread of their own, so work here does not keep the readers' slots waiting.
+    /// The upload's seconds end with its last copy, whenever `alongside` ends.
+    pub fn run_alongside<T>(
+        self,
+        stream: &Stream,
+        alongside: impl FnOnce() -> T,
+    ) -> (Result<Uploaded, ReplayError>, T) {
         let Self { core, staging, mut pool, events, started, pinning_s } = self;
         let m = core.manifest();
         let pieces = pieces(m);
@@ -102,7 +114,8 @@ impl<'c> Upload<'c> {
         pool.as_mut_slice().chunks_mut(staging.slot_bytes).for_each(|slot| free_tx.send(slot).expect("receiver alive"));
         let free_rx = Mutex::new(free_rx);
         let (next, cancelled) = (AtomicUsize::new(0), AtomicBool::new(false));
-        let outcome = std::thread::scope(|scope| {
+        let lent = stream.lend(&events);
+        let (copied, value) = std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<Message>();
             for _ in 0..staging.readers.clamp(1, pieces.len().max(1)) {
                 let (tx, free_rx, next, cancelled) = (tx.clone(), &free_rx, &next, &cancelled);
@@ -119,19 +132,29 @@ impl<'c> Upload<'c> {
                 });
             }
             drop(tx);
-            let mut copies = Copies { stream, events: &events, in_flight: VecDeque::new(), issued: 0 };
-            copies.pump(&rx, &free_tx, &cancelled).map_or(Ok(()), Err)
+            let (lent, cancelled) = (&lent, &cancelled);
+            let copying = scope.spawn(move || {
+                let failure = match lent.make_current() {
+                    Ok(()) => Copies { lent, in_flight: VecDeque::new(), issued: 0 }.pump(&rx, &free_tx, cancelled),
+                    Err(e) => {
+                        cancelled.store(true, Ordering::SeqCst);
+                        Some(e.into())
+                    }
+                };
+                (failure, started.elapsed().as_secs_f64())
+            });
+            let value = alongside();
+            (copying.join().expect("the copying thread does not panic"), value)
         });
-        outcome?;
+        let (failure, seconds) = copied;
         let bytes = m.shards.iter().map(|s| m.stored_len(s)).sum();
-        Ok(Uploaded { bytes, seconds: started.elapsed().as_secs_f64(), pinning_s })
+        (failure.map_or(Ok(Uploaded { bytes, seconds, pinning_s }), Err), value)
     }
 }
 
 /// Copies in flight, oldest first, each with the event recorded after it.
 struct Copies<'s, 'p> {
-    stream: &'s Stream,
-    events: &'s [Event],
+    lent: &'s LentStream<'s>,
     in_flight: VecDeque<(&'p mut [u8], usize)>,
     issued: usize,
 }
@@ -200,12 +223,12 @@ impl<'p> Copies<'_, 'p> {
     }
 
     fn issue(&mut self, slot: &'p mut [u8], len: usize, dst: u64) -> Result<(), ReplayError> {
-        let event = self.issued % self.events.len();
+        let event = self.issued % self.lent.events();
         // SAFETY: `dst..dst + len` lies in a shard of the validated core's arena, mapped by
         // the caller; the slot is page-locked and is not lent again until the event
         // recorded next has completed (`retire_oldest`).
-        unsafe { self.stream.upload_async(dst, &slot[..len]) }?;
-        self.stream.record(&self.events[event])?;
+        unsafe { self.lent.upload_async(dst, &slot[..len]) }?;
+        self.lent.record(event)?;
         self.in_flight.push_back((slot, event));
         self.issued += 1;
         Ok(())
@@ -215,7 +238,7 @@ impl<'p> Copies<'_, 'p> {
     fn retire_completed(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<usize, ReplayError> {
         let mut retired = 0;
         while let Some(&(_, event)) = self.in_flight.front() {
-            if !self.events[event].completed()? {
+            if !self.lent.completed(event)? {
                 break;
             }
             let (slot, _) = self.in_flight.pop_front().expect("a copy in flight");
@@ -227,7 +250,7 @@ impl<'p> Copies<'_, 'p> {
 
     fn retire_oldest(&mut self, free: &mpsc::Sender<&'p mut [u8]>) -> Result<(), ReplayError> {
         let (slot, event) = self.in_flight.pop_front().expect("a copy in flight");
-        let synced = self.events[event].synchronize();
+        let synced = self.lent.synchronize(event);
         let _ = free.send(slot);
         Ok(synced?)
     }
