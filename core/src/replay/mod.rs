@@ -499,9 +499,38 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
     Ok(())
 }
 
-/// A module's image as validated: the bytes read now must hash to the manifest's digest,
-/// so a file swapped since validation never reaches the driver.
-fn module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
+/// Module `index`'s image as validated: the one [`read_module_images`] kept, or read now;
+/// either way its bytes hashed to the manifest's digest, so a file swapped since
+/// validation never reaches the driver.
+fn module_image(core: &Core, index: usize) -> Result<Vec<u8>, ReplayError> {
+    match core.take_image(index) {
+        Some(image) => Ok(image),
+        None => read_module_image(core, &core.manifest().modules[index]),
+    }
+}
+
+/// Reads and checks every module image of `core` on [`MODULE_THREADS`] threads and keeps
+/// them in it for the load: no CUDA is needed, so a fresh process does this while its
+/// context is made. An image that cannot be read is left to the load, which says why.
+/// Returns the seconds it took.
+pub fn read_module_images(core: &Core) -> f64 {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (started, next, modules) = (Instant::now(), AtomicUsize::new(0), &core.manifest().modules);
+    std::thread::scope(|scope| {
+        for _ in 0..MODULE_THREADS.min(modules.len()) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(module) = modules.get(index) else { break };
+                if let Ok(image) = read_module_image(core, module) {
+                    core.keep_image(index, image);
+                }
+            });
+        }
+    });
+    started.elapsed().as_secs_f64()
+}
+
+fn read_module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
     let unreadable = |e: String| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id));
     let file = core.open_file(&module.file, "module").map_err(|e| unreadable(e.to_string()))?;
     let limit = crate::validate::MAX_MODULE_BYTES + 1;
@@ -528,7 +557,7 @@ fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64),
     let modules = &core.manifest().modules;
     let wanted: Vec<Vec<&str>> =
         modules.iter().map(|m| m.functions.iter().map(|f| f.name.as_str()).collect()).collect();
-    let image = |i: usize| module_image(core, &modules[i]);
+    let image = |i: usize| module_image(core, i);
     let loaded = load_on_threads(ctx, &wanted, image, MODULE_THREADS)?;
     Ok((recorded_functions(modules, loaded.modules)?, loaded.seconds))
 }

@@ -3,6 +3,7 @@
 use std::{
     fs,
     path::{Path, PathBuf},
+    sync::Mutex,
 };
 
 use crate::{
@@ -15,6 +16,19 @@ use crate::{
 pub struct Core {
     dir: PathBuf,
     manifest: Manifest,
+    images: KeptImages,
+}
+
+/// Module images a restore read and checked ahead of loading them, by module index:
+/// each is taken once, by the load.
+#[derive(Default)]
+struct KeptImages(Mutex<Vec<Option<Vec<u8>>>>);
+
+impl std::fmt::Debug for KeptImages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().map_or(0, |images| images.iter().flatten().count());
+        write!(f, "{kept} module images kept")
+    }
 }
 
 impl Core {
@@ -36,14 +50,14 @@ impl Core {
     pub fn validated(dir: &Path, manifest: Manifest) -> Result<Self, CoreError> {
         super::manifest(&manifest)?;
         super::files(&manifest, dir, super::ShardContents::Hashed)?;
-        Ok(Self { dir: dir.to_owned(), manifest })
+        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages::default() })
     }
 
     fn open_with(dir: &Path, shards: super::ShardContents) -> Result<Self, CoreError> {
         let manifest = read_manifest(dir)?;
         super::manifest(&manifest)?;
         super::files(&manifest, dir, shards)?;
-        Ok(Self { dir: dir.to_owned(), manifest })
+        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages::default() })
     }
 
     pub fn dir(&self) -> &Path {
@@ -52,6 +66,21 @@ impl Core {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// Keeps module `index`'s image, read and checked against its digest by the caller,
+    /// for [`Core::take_image`].
+    pub fn keep_image(&self, index: usize, image: Vec<u8>) {
+        let mut images = self.images.0.lock().unwrap_or_else(|e| e.into_inner());
+        if images.len() <= index {
+            images.resize(index + 1, None);
+        }
+        images[index] = Some(image);
+    }
+
+    /// Module `index`'s image if one was kept, once.
+    pub fn take_image(&self, index: usize) -> Option<Vec<u8>> {
+        self.images.0.lock().unwrap_or_else(|e| e.into_inner()).get_mut(index).and_then(Option::take)
     }
 
     /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
