@@ -3,7 +3,8 @@
 # with one wheel, then every core qualified twice, one after another, each restore held
 # against its floor measured in the same run (restore-floor-s: context + modules alone +
 # bytes at the slower of reading and copying + nodes at the driver's cost). One thing at a
-# time on the GPU. Usage, from the repository root: run.sh WHEEL_DIR OUT_DIR
+# time on the GPU. Usage, from the repository root: [PORTS="NAME ..."] run.sh WHEEL_DIR
+# OUT_DIR (PORTS: only these ports, by the names below; all when unset)
 set -uo pipefail
 wheels=$1 out=$2
 site=$(mktemp -d) cores=$(mktemp -d) work=$(mktemp -d)
@@ -13,6 +14,7 @@ mkdir -p "$work/exports" "$out"
 pack() { tar -C "$work" -czf "$out/floors.tar.gz" .; }
 port() { # NAME COMMAND...
   local name=$1 started=$SECONDS
+  [[ -z ${PORTS:-} || " $PORTS " == *" $name "* ]] || return 0
   shift
   timeout 120 python3 -m gnomon.torch "$@" --out "$cores/$name" --summary "$work/exports/$name.json" \
     > "$work/exports/$name.log" 2>&1 || echo "export $name failed"
