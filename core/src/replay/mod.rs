@@ -3,12 +3,12 @@
 //! copies issued by a thread of their own) while this thread has the modules loaded on
 //! threads of their own, checks every function's parameter layout and rebuilds the
 //! templates, each instantiated with its recorded flags on another thread as soon as it
-//! is built (or take executables handed over live); check what the upload left and keep device copies of the writable
-//! buffers; then for each template: reset the writable buffers from their device copies,
-//! launch and digest the outputs; once all have run, check that no weight changed. Every
-//! stage is timed, so the stages account for the replay's wall time. [`measure_floors`]
-//! measures what a restore is held against (reading, copying, and the driver's own cost
-//! per node), apart from the restore.
+//! is built (or take executables handed over live); check what the upload left and keep
+//! device copies of the writable buffers; then for each template: reset the writable
+//! buffers from their device copies, launch and digest the outputs; once all have run,
+//! check that no weight changed. Every stage is timed, so the stages account for the
+//! replay's wall time. [`measure_floors`] measures what a restore is held against
+//! (reading, copying, and the driver's own cost per node), apart from the restore.
 
 mod checksum;
 mod floors;

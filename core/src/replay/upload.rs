@@ -5,8 +5,8 @@
 //! read its bytes once into staging slots lent to them, and hash exactly the bytes they
 //! hand back. A copying thread of its own enqueues each slot's copy, records the slot's
 //! event, and lends the slot again only once that copy has completed; meanwhile the
-//! calling thread is free for other work (replay builds its templates there). Host memory is the staging pool,
-//! whatever the arena's size. A piece whose bytes do not hash to the manifest's digest
+//! calling thread is free for other work (replay builds its templates there). Host
+//! memory is the staging pool, whatever the arena's size. A piece whose bytes do not hash to the manifest's digest
 //! fails the restore before anything is launched, so a file changed after validation is
 //! caught without being read twice.
 
