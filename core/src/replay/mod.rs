@@ -296,15 +296,27 @@ fn upload_while_building(
     let upload_s = uploaded.as_ref().map_or(started.elapsed().as_secs_f64(), |u| u.seconds);
     stages.add(Stage::Upload, upload_s);
     let Building { outcome, modules_at, built_at, ready_at, .. } = building;
-    // Each phase of this thread counts from when it began or the upload ended, the later.
-    let waited = |from: f64, to: f64| (to - from.max(upload_s)).max(0.0);
-    stages.add(Stage::ModuleLoad, waited(0.0, modules_at));
-    stages.add(Stage::Rebuild, waited(modules_at, built_at));
-    stages.add(Stage::Instantiate, waited(built_at, ready_at));
+    for (stage, seconds) in waited_after(upload_s, [modules_at, built_at, ready_at]) {
+        stages.add(stage, seconds);
+    }
     (stages.modules_s, stages.building_s, stages.ready_s) =
         (building.modules_s, building.building_s, ready_at - modules_at);
     let outcome = outcome.inspect_err(|_| stages.fail(Stage::ModuleLoad))?;
     Ok((uploaded.inspect_err(|_| stages.fail(Stage::Upload))?, outcome))
+}
+
+/// What the restore waited for once its upload had ended (`upload_s`), phase by phase of
+/// the building thread, which ended each phase `ends` seconds from the upload's start:
+/// the modules, the building, the instantiation. Each counts from when it began or the
+/// upload ended, whichever was later.
+fn waited_after(upload_s: f64, ends: [f64; 3]) -> [(Stage, f64); 3] {
+    let [modules_at, built_at, ready_at] = ends;
+    let waited = |from: f64, to: f64| (to - from.max(upload_s)).max(0.0);
+    [
+        (Stage::ModuleLoad, waited(0.0, modules_at)),
+        (Stage::Rebuild, waited(modules_at, built_at)),
+        (Stage::Instantiate, waited(built_at, ready_at)),
+    ]
 }
 
 /// What this thread did while the upload ran: the executables (or why there are none),
@@ -748,5 +760,27 @@ impl<'c> Weights<'c> {
             Ok(written("(no template alone; the sequence of all of them)", changed[0]))
         };
         search().unwrap_or_else(|e| e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_restore_waited_for_after_its_upload_is_each_phase_past_the_upload() {
+        let seconds = |upload_s, ends| waited_after(upload_s, ends).map(|(_, s)| (s * 1e3).round() / 1e3);
+        // Modules at 0.1 s, built at 0.3, ready at 0.5: an upload of 0.6 s hid them all.
+        assert_eq!(seconds(0.6, [0.1, 0.3, 0.5]), [0.0, 0.0, 0.0]);
+        // An upload of 0.2 s ended while building: the rest of the building and all the
+        // instantiation are waited for.
+        assert_eq!(seconds(0.2, [0.1, 0.3, 0.5]), [0.0, 0.1, 0.2]);
+        // An upload of 0.05 s ended before the modules: every phase is waited for, and
+        // together they are the building thread's end past the upload.
+        assert_eq!(seconds(0.05, [0.1, 0.3, 0.5]), [0.05, 0.2, 0.2]);
+        assert_eq!(
+            waited_after(0.05, [0.1, 0.3, 0.5]).map(|(stage, _)| stage),
+            [Stage::ModuleLoad, Stage::Rebuild, Stage::Instantiate]
+        );
     }
 }
