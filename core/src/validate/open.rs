@@ -68,9 +68,10 @@ impl Core {
         &self.manifest
     }
 
-    /// Keeps module `index`'s image, read and checked against its digest by the caller,
-    /// for [`Core::take_image`].
-    pub fn keep_image(&self, index: usize, image: Vec<u8>) {
+    /// Keeps module `index`'s image, read and checked against its digest by the caller
+    /// (replay, within this crate: no one else can hand the load bytes), for
+    /// [`Core::take_image`].
+    pub(crate) fn keep_image(&self, index: usize, image: Vec<u8>) {
         let mut images = self.images.0.lock().unwrap_or_else(|e| e.into_inner());
         if images.len() <= index {
             images.resize(index + 1, None);
