@@ -327,11 +327,9 @@ pub(crate) fn start_stages(s: &Started) -> StageTimes {
     vec![(Stage::OpenAndContext, s.wall_s)]
 }
 
-/// What opening the core (and then reading its module images) and making the context
-/// took, each alone.
-pub(crate) fn start_metrics(s: &Started) -> [(String, Metric); 3] {
-    let images = measured("restore-module-images-s", s.images_s, "s");
-    [measured("restore-open-s", s.open_s, "s"), images, measured("restore-context-s", s.context_s, "s")]
+/// What opening the core and making the context took, each alone.
+pub(crate) fn start_metrics(s: &Started) -> [(String, Metric); 2] {
+    [measured("restore-open-s", s.open_s, "s"), measured("restore-context-s", s.context_s, "s")]
 }
 
 /// Opens a core (parse, validate, sizes and module hashes; shard contents are hashed as
@@ -417,19 +415,21 @@ mod tests {
     }
 
     #[test]
-    fn module_images_read_ahead_are_kept_only_as_validated_and_taken_once() {
+    fn module_images_are_kept_only_as_validated_and_taken_once() {
         use gnomon_fixtures::sample::{CoreDraft, MODULE_FILE};
         let dir = tempfile::tempdir().expect("a temporary directory");
         let draft = CoreDraft::sample();
         draft.write(dir.path()).expect("the sample core is written");
-        let core = Core::open_for_upload(dir.path()).expect("the sample core is valid");
         let (module, validated) = (dir.path().join(MODULE_FILE), &draft.files[MODULE_FILE]);
         std::fs::write(&module, b"// not the image the manifest names").expect("the module is replaced");
-        gnomon_core::replay::read_module_images(&core);
-        assert_eq!(core.take_image(0), None, "an image changed since validation is not kept");
+        assert!(Core::open_for_upload(dir.path()).is_err(), "an image unlike its digest is refused, not kept");
         std::fs::write(&module, validated).expect("the module is put back");
-        gnomon_core::replay::read_module_images(&core);
-        assert_eq!(core.take_image(0).as_ref(), Some(validated));
+        let core = Core::open_for_upload(dir.path()).expect("the sample core is valid");
+        std::fs::write(&module, b"// swapped after validation").expect("the module is replaced");
+        assert_eq!(core.take_image(0).as_ref(), Some(validated), "the load gets the bytes validation hashed");
         assert_eq!(core.take_image(0), None, "an image is taken once");
+        std::fs::write(&module, validated).expect("the module is put back");
+        let opened = Core::open(dir.path()).expect("the sample core is valid");
+        assert_eq!(opened.take_image(0), None, "only an upload keeps images");
     }
 }

@@ -101,11 +101,22 @@ pub fn open_in_core(dir: &Path, relative: &str, item: &str) -> Result<fs::File, 
 pub fn hash_exactly(reader: impl Read, len: u64) -> io::Result<String> {
     let mut counted = Counted { inner: reader.take(len), read: 0 };
     let digest = hash_hex(&mut counted)?;
-    match counted.read == len {
-        true => Ok(digest),
-        false => {
-            Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("it ended after {} of {len} bytes", counted.read)))
-        }
+    exactly(counted.read, len).map(|()| digest)
+}
+
+/// Exactly `len` bytes of `reader`, as [`hash_exactly`] reads them, in a buffer with room
+/// for one byte more (the NUL a driver is handed after a PTX image), so it is never copied
+/// to grow.
+pub fn read_exactly(reader: impl Read, len: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len as usize + 1);
+    reader.take(len).read_to_end(&mut bytes)?;
+    exactly(bytes.len() as u64, len).map(|()| bytes)
+}
+
+fn exactly(read: u64, len: u64) -> io::Result<()> {
+    match read == len {
+        true => Ok(()),
+        false => Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("it ended after {read} of {len} bytes"))),
     }
 }
 

@@ -12,5 +12,7 @@ mod manifest;
 
 pub use image::{arch as image_arch, ImageArch, HEAD_BYTES as IMAGE_HEAD_BYTES};
 
-pub use io::{hash_exactly, hash_hex, open_in_core, read_manifest, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES};
+pub use io::{
+    hash_exactly, hash_hex, open_in_core, read_exactly, read_manifest, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES,
+};
 pub use manifest::*;

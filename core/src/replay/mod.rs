@@ -511,9 +511,10 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
     Ok(())
 }
 
-/// Module `index`'s image as validated: the one [`read_module_images`] kept, or read now;
-/// either way its bytes hashed to the manifest's digest, so a file swapped since
-/// validation never reaches the driver.
+/// Module `index`'s image as validated: the bytes validation hashed
+/// ([`Core::take_image`]), or, where they are gone (a second load, a core not opened for
+/// an upload), the file read again, whose bytes must hash to the manifest's digest; so a
+/// file swapped since validation never reaches the driver.
 fn module_image(core: &Core, index: usize) -> Result<Vec<u8>, ReplayError> {
     match core.take_image(index) {
         Some(image) => Ok(image),
@@ -521,36 +522,14 @@ fn module_image(core: &Core, index: usize) -> Result<Vec<u8>, ReplayError> {
     }
 }
 
-/// Reads and checks every module image of `core` on [`MODULE_THREADS`] threads and keeps
-/// them in it for the load: no CUDA is needed, so a fresh process does this while its
-/// context is made. An image that cannot be read is left to the load, which says why.
-/// Returns the seconds it took.
-pub fn read_module_images(core: &Core) -> f64 {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let (started, next, modules) = (Instant::now(), AtomicUsize::new(0), &core.manifest().modules);
-    std::thread::scope(|scope| {
-        for _ in 0..MODULE_THREADS.min(modules.len()) {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(module) = modules.get(index) else { break };
-                if let Ok(image) = read_module_image(core, module) {
-                    core.keep_image(index, image);
-                }
-            });
-        }
-    });
-    started.elapsed().as_secs_f64()
-}
-
 fn read_module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
     let unreadable = |e: String| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id));
     let file = core.open_file(&module.file, "module").map_err(|e| unreadable(e.to_string()))?;
-    let limit = crate::validate::MAX_MODULE_BYTES + 1;
-    let len = file.metadata().map_err(|e| unreadable(e.to_string()))?.len().min(limit);
-    // Room for the file and the NUL the driver is given after it: read once, never copied.
-    let mut image = Vec::with_capacity(len as usize + 1);
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut image)
-        .map_err(|e| unreadable(e.to_string()))?;
+    let len = file.metadata().map_err(|e| unreadable(e.to_string()))?.len();
+    if len > crate::validate::MAX_MODULE_BYTES {
+        return Err(unreadable(format!("it grew to {len} bytes since the core was validated")).into());
+    }
+    let image = crate::format::read_exactly(file, len).map_err(|e| unreadable(e.to_string()))?;
     let digest = crate::format::hash_hex(image.as_slice()).map_err(|e| unreadable(e.to_string()))?;
     if digest != module.sha256 {
         return Err(unreadable(format!("it changed since the core was validated (SHA-256 {digest})")).into());

@@ -2,14 +2,14 @@
 //! sizes (before reading), their hashes (on every thread), and module images with code
 //! for the core's arch.
 
-use std::path::Path;
+use std::{borrow::Cow, path::Path};
 
 use super::{Result, MAX_MODULE_BYTES};
 use crate::{
     errors::ValidationError as E,
     format::{
         digest::{pieces, Piece, PieceHasher},
-        hash_exactly, open_in_core, Manifest, Module, Shard,
+        hash_exactly, hash_hex, open_in_core, read_exactly, Manifest, Module, Shard,
     },
 };
 
@@ -17,29 +17,43 @@ use crate::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShardContents {
     Hashed,
-    /// Replay's streaming upload hashes each shard on the bytes it copies.
+    /// Replay's streaming upload hashes each shard on the bytes it copies; and the module
+    /// images are kept as they were hashed, for replay to load.
     HashedOnUpload,
 }
 
+/// Each module's image as validation hashed it, by module index: kept only for replay
+/// ([`ShardContents::HashedOnUpload`]), so the bytes loaded are the bytes checked and the
+/// file is read once.
+pub type ModuleImages = Vec<Option<Vec<u8>>>;
+
 /// Checks the files the manifest names: inside the core, regular files, no links, declared
 /// sizes (before reading), and hashes.
-pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result {
+pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result<ModuleImages> {
     let shard = |s: &Shard| {
         let stored = m.stored_len(s);
-        verify_file(dir, &format!("shard {}", s.index), &s.file, None, |len| (len != stored).then_some(stored))
+        verify_file(dir, &format!("shard {}", s.index), &s.file, Contents::Unread, |len| {
+            (len != stored).then_some(stored)
+        })
     };
     let module = |module: &Module| {
-        verify_file(dir, &format!("module `{}`", module.id), &module.file, Some(&module.sha256), module_too_large)?;
-        runs_on_core_arch(dir, module, m.context.sm)
+        let contents = match shards {
+            ShardContents::Hashed => Contents::Hashed(&module.sha256),
+            ShardContents::HashedOnUpload => Contents::Kept(&module.sha256),
+        };
+        let image = verify_file(dir, &format!("module `{}`", module.id), &module.file, contents, module_too_large)?;
+        runs_on_core_arch(dir, module, m.context.sm, image.as_deref())?;
+        Ok(image)
     };
     in_parallel(&m.shards, shard)?;
     if shards == ShardContents::Hashed {
         in_parallel(&pieces(m), |piece| verify_piece(dir, piece))?;
     }
-    in_parallel(&m.modules, module)?;
+    let images = in_parallel(&m.modules, module)?;
     in_parallel(&first_launches(m), |(item, file, sha256, size)| {
-        verify_file(dir, item, file, Some(sha256), |len| (len != *size).then_some(*size))
-    })
+        verify_file(dir, item, file, Contents::Hashed(sha256), |len| (len != *size).then_some(*size))
+    })?;
+    Ok(images)
 }
 
 /// Each varying output's file of first-launch bytes: its item, path, digest and size.
@@ -85,39 +99,47 @@ fn verify_piece(dir: &Path, piece: &Piece) -> Result {
 }
 
 /// Runs `check` on every item, on as many threads as the machine has (hashing is the
-/// cost, and one SHA-256 stream is about 1 GB/s), and returns the error of the first
-/// item in order, so the verdict does not depend on which thread finished first.
-fn in_parallel<T: Sync>(items: &[T], check: impl Fn(&T) -> Result + Sync) -> Result {
+/// cost, and one SHA-256 stream is about 1 GB/s), and returns what each gave in item
+/// order, or the error of the first item in order, so the verdict does not depend on
+/// which thread finished first.
+fn in_parallel<T: Sync, R: Send>(items: &[T], check: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut errors: Vec<(usize, E)> = std::thread::scope(|scope| {
+    let mut checked: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
-                    let mut errors = Vec::new();
+                    let mut checked = Vec::new();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { return errors };
-                        errors.extend(check(item).err().map(|e| (i, e)));
+                        let Some(item) = items.get(i) else { return checked };
+                        checked.push((i, check(item)));
                     }
                 })
             })
             .collect();
         workers.into_iter().flat_map(|w| w.join().expect("a check does not panic")).collect()
     });
-    errors.sort_by_key(|(i, _)| *i);
-    errors.into_iter().next().map_or(Ok(()), |(_, e)| Err(e))
+    checked.sort_by_key(|(i, _)| *i);
+    checked.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Refuses a module whose image has no code for the core's arch: replay checks the core's
 /// arch against the runner's, so this is what keeps an image the runner cannot load from
 /// reaching it.
-fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32) -> Result {
+fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32, kept: Option<&[u8]>) -> Result {
     let unreadable = |reason: String| E::ImageArch { module: module.id.clone(), reason };
-    let mut head = Vec::with_capacity(crate::format::IMAGE_HEAD_BYTES);
-    let file = open_in_core(dir, &module.file, &format!("module `{}`", module.id))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, crate::format::IMAGE_HEAD_BYTES as u64), &mut head)
-        .map_err(|e| unreadable(e.to_string()))?;
+    let head_bytes = crate::format::IMAGE_HEAD_BYTES;
+    let head = match kept {
+        Some(image) => Cow::Borrowed(&image[..image.len().min(head_bytes)]),
+        None => {
+            let mut head = Vec::with_capacity(head_bytes);
+            let file = open_in_core(dir, &module.file, &format!("module `{}`", module.id))?;
+            std::io::Read::read_to_end(&mut std::io::Read::take(file, head_bytes as u64), &mut head)
+                .map_err(|e| unreadable(e.to_string()))?;
+            Cow::Owned(head)
+        }
+    };
     let image = crate::format::image_arch(module.kind, &head).map_err(unreadable)?;
     match image.runs_on(module.kind, sm) {
         true => Ok(()),
@@ -130,15 +152,23 @@ fn module_too_large(len: u64) -> Option<u64> {
     (len > MAX_MODULE_BYTES).then_some(MAX_MODULE_BYTES)
 }
 
+/// What [`verify_file`] does with a file's contents: nothing, hash them against a
+/// SHA-256 as they stream past, or read them into memory, hash them there and keep them.
+enum Contents<'a> {
+    Unread,
+    Hashed(&'a str),
+    Kept(&'a str),
+}
+
 /// `size_rule` returns the size the manifest allows when the file's length breaks it;
-/// `sha256: None` leaves the contents unhashed.
+/// returns the contents where `contents` says to keep them.
 fn verify_file(
     dir: &Path,
     item: &str,
     relative: &str,
-    sha256: Option<&str>,
+    contents: Contents<'_>,
     size_rule: impl Fn(u64) -> Option<u64>,
-) -> Result {
+) -> Result<Option<Vec<u8>>> {
     let file = open_in_core(dir, relative, item)?;
     let unreadable =
         |e: std::io::Error| E::FileUnreadable { item: item.into(), path: relative.into(), reason: e.to_string() };
@@ -146,10 +176,14 @@ fn verify_file(
     if let Some(declared) = size_rule(found) {
         return Err(E::FileSize { item: item.into(), path: relative.into(), declared, found });
     }
-    let Some(sha256) = sha256 else {
-        return Ok(());
+    let (sha256, actual, kept) = match contents {
+        Contents::Unread => return Ok(None),
+        Contents::Hashed(sha256) => (sha256, hash_exactly(file, found).map_err(unreadable)?, None),
+        Contents::Kept(sha256) => {
+            let bytes = read_exactly(file, found).map_err(unreadable)?;
+            (sha256, hash_hex(bytes.as_slice()).map_err(unreadable)?, Some(bytes))
+        }
     };
-    let actual = hash_exactly(file, found).map_err(unreadable)?;
     if actual != sha256 {
         return Err(E::HashMismatch {
             item: item.into(),
@@ -159,7 +193,7 @@ fn verify_file(
             found: actual,
         });
     }
-    Ok(())
+    Ok(kept)
 }
 
 #[cfg(test)]
@@ -181,7 +215,7 @@ mod tests {
         });
         assert!(matches!(verdict, Err(E::Unsettled { item, .. }) if item == "3"));
         assert_eq!(checked.into_inner(), 200);
-        assert!(in_parallel(&items[..0], |_| Err(E::Unsettled { item: "x".into(), what: "y".into() })).is_ok());
+        assert!(in_parallel(&items[..0], |_| Err::<(), _>(E::Unsettled { item: "x".into(), what: "y".into() })).is_ok());
     }
 
     /// Pieces longer than the read buffer, and not a multiple of it, are hashed to exactly

@@ -26,7 +26,7 @@ mod files;
 mod open;
 mod template;
 
-pub use files::{files, ShardContents};
+pub use files::{files, ModuleImages, ShardContents};
 pub use open::Core;
 use template::TemplateCheck;
 

@@ -19,10 +19,9 @@ pub struct Core {
     images: KeptImages,
 }
 
-/// Module images a restore read and checked ahead of loading them, by module index:
-/// each is taken once, by the load.
-#[derive(Default)]
-struct KeptImages(Mutex<Vec<Option<Vec<u8>>>>);
+/// Module images as validation hashed them ([`super::ModuleImages`]): each is taken once,
+/// by the load.
+struct KeptImages(Mutex<super::ModuleImages>);
 
 impl std::fmt::Debug for KeptImages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,8 +38,9 @@ impl Core {
     }
 
     /// As [`Core::open`], but shard contents are left for the upload to hash, on the very
-    /// bytes it copies (`replay` always does), so each shard byte is read once. Every other
-    /// rule, shard sizes and regular files included, is checked here.
+    /// bytes it copies (`replay` always does), so each shard byte is read once; and the
+    /// module images are kept as they were hashed, for the load ([`Core::take_image`]).
+    /// Every other rule, shard sizes and regular files included, is checked here.
     pub fn open_for_upload(dir: &Path) -> Result<Self, CoreError> {
         Self::open_with(dir, super::ShardContents::HashedOnUpload)
     }
@@ -49,15 +49,15 @@ impl Core {
     /// every file's hash are checked, nothing parsed twice.
     pub fn validated(dir: &Path, manifest: Manifest) -> Result<Self, CoreError> {
         super::manifest(&manifest)?;
-        super::files(&manifest, dir, super::ShardContents::Hashed)?;
-        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages::default() })
+        let images = super::files(&manifest, dir, super::ShardContents::Hashed)?;
+        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages(Mutex::new(images)) })
     }
 
     fn open_with(dir: &Path, shards: super::ShardContents) -> Result<Self, CoreError> {
         let manifest = read_manifest(dir)?;
         super::manifest(&manifest)?;
-        super::files(&manifest, dir, shards)?;
-        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages::default() })
+        let images = super::files(&manifest, dir, shards)?;
+        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages(Mutex::new(images)) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -68,18 +68,8 @@ impl Core {
         &self.manifest
     }
 
-    /// Keeps module `index`'s image, read and checked against its digest by the caller
-    /// (replay, within this crate: no one else can hand the load bytes), for
-    /// [`Core::take_image`].
-    pub(crate) fn keep_image(&self, index: usize, image: Vec<u8>) {
-        let mut images = self.images.0.lock().unwrap_or_else(|e| e.into_inner());
-        if images.len() <= index {
-            images.resize(index + 1, None);
-        }
-        images[index] = Some(image);
-    }
-
-    /// Module `index`'s image if one was kept, once.
+    /// Module `index`'s image as validation hashed it, once; `None` after that, or where
+    /// the core was opened for anything but an upload ([`Core::open_for_upload`]).
     pub fn take_image(&self, index: usize) -> Option<Vec<u8>> {
         self.images.0.lock().unwrap_or_else(|e| e.into_inner()).get_mut(index).and_then(Option::take)
     }
