@@ -442,7 +442,8 @@ impl Stream {
     /// `dst..dst + src.len()` must be device memory of this context, and `src` must stay
     /// alive and unwritten until an event recorded after this call has completed.
     pub unsafe fn upload_async(&self, dst: u64, src: &[u8]) -> Result<()> {
-        self.ctx.call("cuMemcpyHtoDAsync", || sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), self.raw))
+        self.ctx.settle()?;
+        upload_raw(self.raw, dst, src)
     }
 
     /// Copies `bytes` from `src` to `dst` on the device.
@@ -454,8 +455,8 @@ impl Stream {
     }
 
     pub fn record(&self, event: &Event) -> Result<()> {
-        // SAFETY: both handles are live.
-        self.ctx.call("cuEventRecord", || unsafe { sys::cuEventRecord(event.raw, self.raw) })
+        self.ctx.settle()?;
+        record_raw(event.raw, self.raw)
     }
 
     pub fn wait(&self, event: &Event) -> Result<()> {
@@ -502,6 +503,25 @@ impl Drop for Stream {
     }
 }
 
+// The calls a stream and its events make, shared by the owning types (which first report
+// a failed release, `Context::settle`) and a `LentStream` (whose thread holds no context).
+
+/// # Safety
+/// As [`Stream::upload_async`], on the live `stream`.
+unsafe fn upload_raw(stream: sys::CUstream, dst: u64, src: &[u8]) -> Result<()> {
+    check("cuMemcpyHtoDAsync", sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream))
+}
+
+fn record_raw(event: sys::CUevent, stream: sys::CUstream) -> Result<()> {
+    // SAFETY: the caller holds both live handles.
+    check("cuEventRecord", unsafe { sys::cuEventRecord(event, stream) })
+}
+
+fn event_synchronized(event: sys::CUevent) -> Result<()> {
+    // SAFETY: the caller holds the live event.
+    check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event) })
+}
+
 fn event_completed(event: sys::CUevent) -> Result<bool> {
     // SAFETY: the caller holds the live event.
     match unsafe { sys::cuEventQuery(event) } {
@@ -537,14 +557,12 @@ impl LentStream<'_> {
     /// # Safety
     /// As [`Stream::upload_async`].
     pub unsafe fn upload_async(&self, dst: u64, src: &[u8]) -> Result<()> {
-        let stream = self.stream as sys::CUstream;
-        check("cuMemcpyHtoDAsync", sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream))
+        upload_raw(self.stream as sys::CUstream, dst, src)
     }
 
-    /// Records event `i` on the stream.
+    /// Records event `i` on the stream (both live while the borrow lasts).
     pub fn record(&self, i: usize) -> Result<()> {
-        // SAFETY: both handles are live while the borrow lasts.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(self.event(i), self.stream as sys::CUstream) })
+        record_raw(self.event(i), self.stream as sys::CUstream)
     }
 
     /// As [`Event::completed`], for event `i`.
@@ -554,8 +572,7 @@ impl LentStream<'_> {
 
     /// As [`Event::synchronize`], for event `i`.
     pub fn synchronize(&self, i: usize) -> Result<()> {
-        // SAFETY: the event is live while the borrow lasts.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.event(i)) })
+        event_synchronized(self.event(i))
     }
 
     fn event(&self, i: usize) -> sys::CUevent {
@@ -572,8 +589,8 @@ pub struct Event {
 impl Event {
     /// Waits until the work before the last record of this event has completed.
     pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: `raw` is a live event.
-        self.ctx.call("cuEventSynchronize", || unsafe { sys::cuEventSynchronize(self.raw) })
+        self.ctx.settle()?;
+        event_synchronized(self.raw)
     }
 
     /// Whether the work before the last record of this event has completed, without waiting.

@@ -81,7 +81,12 @@ impl Module {
         let mut owned = Vec::with_capacity(image.len() + 1);
         owned.extend_from_slice(image);
         let (raw, image) = load_raw(owned)?;
-        Ok(Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw, _image: image })))
+        Ok(Self::owning(ctx, raw, image))
+    }
+
+    /// Takes ownership of a loaded library and the image it reads.
+    fn owning(ctx: &Context, raw: sys::CUlibrary, image: Vec<u8>) -> Self {
+        Self(Rc::new(ModuleInner { ctx: ctx.clone(), raw, _image: image }))
     }
 
     /// Compiles CUDA C with NVRTC for this context's device and loads it; returns the PTX
@@ -281,7 +286,7 @@ fn own_loaded<E: From<CudaError>>(
     let mut modules = Vec::with_capacity(made.len());
     for (i, load) in made {
         let owned = load.and_then(|(raw, image, functions)| {
-            let module = Module(Rc::new(ModuleInner { ctx: ctx.clone(), raw: raw as sys::CUlibrary, _image: image }));
+            let module = Module::owning(ctx, raw as sys::CUlibrary, image);
             let functions = functions?.into_iter().zip(&wanted[i]);
             let functions = functions.map(|(raw, name)| module.wrap(raw as sys::CUfunction, name));
             Ok(functions.collect::<Result<Vec<_>>>().map(|f| (module, f))?)
