@@ -40,7 +40,7 @@ pub struct Staging {
 impl Default for Staging {
     /// A reader per core, at most 16, and two 1 MiB slots per reader (a v3 chunk spans
     /// eight): at most 32 MiB of host memory. Page-locking costs time in proportion (on
-    /// the H200 runner 0.014 s for 32 MiB, 0.095 s for 256 MiB, `docs/driver-facts.md`),
+    /// the H200 runner 0.005-0.008 s for 32 MiB on huge pages, `docs/driver-facts.md`),
     /// and a copy of 1 MiB already runs at the bus's speed.
     fn default() -> Self {
         let readers = std::thread::available_parallelism().map_or(4, |n| n.get()).min(16);
