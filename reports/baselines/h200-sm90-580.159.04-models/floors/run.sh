@@ -4,10 +4,12 @@
 # against its floor measured in the same run (restore-floor-s: context + modules alone +
 # bytes at the slower of reading and copying + nodes at the driver's cost). One thing at a
 # time on the GPU. Usage, from the repository root: [PORTS="NAME ..."] run.sh WHEEL_DIR
-# OUT_DIR (PORTS: only these ports, by the names below; all when unset)
+# OUT_DIR (PORTS: only these ports, by the names below; all when unset. CORES: where the
+# cores are written and kept; a temporary folder when unset)
 set -uo pipefail
 wheels=$1 out=$2
-site=$(mktemp -d) cores=$(mktemp -d) work=$(mktemp -d)
+site=$(mktemp -d) cores=${CORES:-$(mktemp -d)} work=$(mktemp -d)
+mkdir -p "$cores"
 python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$wheels"/gnomon-*.whl
 export PYTHONPATH=$site PATH=$site/bin:$PATH
 mkdir -p "$work/exports" "$out"
