@@ -5,7 +5,7 @@
 //! took 0.011-0.020 s, and registering memory already touched 0.002 s, so the touching is
 //! the cost (`docs/driver-facts.md`). Memory on transparent huge pages takes a fault per
 //! 2 MiB instead of per 4 KiB, so the pool is mapped privately, advised onto huge pages,
-//! touched, and only then registered.
+//! touched, and only then registered: 0.005-0.008 s for 32 MiB.
 
 use std::{ffi::c_void, ptr};
 
@@ -67,10 +67,6 @@ struct HostMemory {
 
 impl HostMemory {
     fn on_huge_pages(len: usize) -> Result<Self> {
-        let failed = |what: &str| {
-            let why = std::io::Error::last_os_error();
-            CudaError::Unsupported(format!("{what} for a staging pool of {len} bytes: {why}"))
-        };
         let too_large = || CudaError::Unsupported(format!("a staging pool of {len} bytes is too large"));
         let advised = len.max(1).checked_next_multiple_of(HUGE_PAGE).ok_or_else(too_large)?;
         let mapped = advised.checked_add(HUGE_PAGE).ok_or_else(too_large)?;
@@ -78,15 +74,16 @@ impl HostMemory {
         // SAFETY: a new private anonymous mapping, owned by the value below.
         let mapping = unsafe { libc::mmap(ptr::null_mut(), mapped, protection, flags, -1, 0) };
         if mapping == libc::MAP_FAILED {
-            return Err(failed("mmap"));
+            let why = std::io::Error::last_os_error();
+            return Err(CudaError::Unsupported(format!("mmap for a staging pool of {len} bytes: {why}")));
         }
         let start = mapping.cast::<u8>().wrapping_add(mapping.align_offset(HUGE_PAGE));
         let memory = Self { mapping, mapped, start, len };
         // SAFETY: advises `advised` bytes from a boundary inside the mapping (it holds a
         // huge page more); advice changes how pages are backed, never what they hold.
-        if unsafe { libc::madvise(start.cast(), advised, libc::MADV_HUGEPAGE) } != 0 {
-            return Err(failed("madvise"));
-        }
+        // Refused advice (a kernel without transparent huge pages) leaves small pages,
+        // which only pin slower.
+        let _ = unsafe { libc::madvise(start.cast(), advised, libc::MADV_HUGEPAGE) };
         Ok(memory)
     }
 
