@@ -428,8 +428,10 @@ mod tests {
         std::fs::write(&module, b"// swapped after validation").expect("the module is replaced");
         assert_eq!(core.take_image(0).as_ref(), Some(validated), "the load gets the bytes validation hashed");
         assert_eq!(core.take_image(0), None, "an image is taken once");
+        assert!(core.image(0).is_err(), "once taken, a swapped file read again is refused");
         std::fs::write(&module, validated).expect("the module is put back");
         let opened = Core::open(dir.path()).expect("the sample core is valid");
         assert_eq!(opened.take_image(0), None, "only an upload keeps images");
+        assert_eq!(opened.image(0).as_ref().ok(), Some(validated), "an image not kept is read and checked again");
     }
 }

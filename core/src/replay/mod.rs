@@ -511,30 +511,10 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
     Ok(())
 }
 
-/// Module `index`'s image as validated: the bytes validation hashed
-/// ([`Core::take_image`]), or, where they are gone (a second load, a core not opened for
-/// an upload), the file read again, whose bytes must hash to the manifest's digest; so a
-/// file swapped since validation never reaches the driver.
+/// Module `index`'s image as validated ([`Core::image`]).
 fn module_image(core: &Core, index: usize) -> Result<Vec<u8>, ReplayError> {
-    match core.take_image(index) {
-        Some(image) => Ok(image),
-        None => read_module_image(core, &core.manifest().modules[index]),
-    }
-}
-
-fn read_module_image(core: &Core, module: &crate::format::Module) -> Result<Vec<u8>, ReplayError> {
-    let unreadable = |e: String| crate::errors::CudaError::Unsupported(format!("read module `{}`: {e}", module.id));
-    let file = core.open_file(&module.file, "module").map_err(|e| unreadable(e.to_string()))?;
-    let len = file.metadata().map_err(|e| unreadable(e.to_string()))?.len();
-    if len > crate::validate::MAX_MODULE_BYTES {
-        return Err(unreadable(format!("it grew to {len} bytes since the core was validated")).into());
-    }
-    let image = crate::format::read_exactly(file, len).map_err(|e| unreadable(e.to_string()))?;
-    let digest = crate::format::hash_hex(image.as_slice()).map_err(|e| unreadable(e.to_string()))?;
-    if digest != module.sha256 {
-        return Err(unreadable(format!("it changed since the core was validated (SHA-256 {digest})")).into());
-    }
-    Ok(image)
+    let changed = |e| crate::errors::CudaError::Unsupported(format!("load a module again: {e}"));
+    core.image(index).map_err(|e| changed(e).into())
 }
 
 /// Threads that load modules: the driver loads distinct modules concurrently (on the H200

@@ -56,6 +56,15 @@ pub fn files(m: &Manifest, dir: &Path, shards: ShardContents) -> Result<ModuleIm
     Ok(images)
 }
 
+/// Module `module`'s image read again from the core in `dir` and held to validation's rules
+/// (a regular file inside the core, within the size limit, hashing to its digest): for a
+/// load that has no kept image ([`super::Core::image`]).
+pub fn module_image(dir: &Path, module: &Module) -> Result<Vec<u8>> {
+    let item = format!("module `{}`", module.id);
+    let image = verify_file(dir, &item, &module.file, Contents::Kept(&module.sha256), module_too_large)?;
+    Ok(image.expect("verify_file returns the contents it was told to keep"))
+}
+
 /// Each varying output's file of first-launch bytes: its item, path, digest and size.
 fn first_launches(m: &Manifest) -> Vec<(String, &str, &str, u64)> {
     let sizes: std::collections::HashMap<&str, u64> = m.buffers.iter().map(|b| (b.name.as_str(), b.size)).collect();

@@ -74,6 +74,17 @@ impl Core {
         self.images.0.lock().unwrap_or_else(|e| e.into_inner()).get_mut(index).and_then(Option::take)
     }
 
+    /// Module `index`'s image as validated: the bytes validation hashed, or, where they
+    /// are gone (taken before, or a core not opened for an upload), the file read again and
+    /// checked as validation checks it; so a file swapped since never reaches the driver.
+    /// `index` is a module's position in the manifest.
+    pub fn image(&self, index: usize) -> Result<Vec<u8>, ValidationError> {
+        match self.take_image(index) {
+            Some(image) => Ok(image),
+            None => super::files::module_image(&self.dir, &self.manifest.modules[index]),
+        }
+    }
+
     /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
     pub fn open_file(&self, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
         open_in_core(&self.dir, relative, item)
