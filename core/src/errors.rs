@@ -335,6 +335,9 @@ pub enum ReplayError {
     UnsupportedNode { template: String, node: String, kind: &'static str },
     #[error("read shard {index} ({file}): {source}")]
     Shard { index: u32, file: String, source: std::io::Error },
+    /// A module image not kept by validation, read again and refused by its rules.
+    #[error("read a module image again: {0}")]
+    ModuleImage(#[from] ValidationError),
     #[error("ask the page cache about the shard files: {source}")]
     Cache { source: std::io::Error },
     #[error(transparent)]

@@ -511,12 +511,6 @@ fn check_contents(m: &Manifest, ctx: &Context, checksummer: &checksum::Checksumm
     Ok(())
 }
 
-/// Module `index`'s image as validated ([`Core::image`]).
-fn module_image(core: &Core, index: usize) -> Result<Vec<u8>, ReplayError> {
-    let changed = |e| crate::errors::CudaError::Unsupported(format!("load a module again: {e}"));
-    core.image(index).map_err(|e| changed(e).into())
-}
-
 /// Threads that load modules: the driver loads distinct modules concurrently (on the H200
 /// runner 8 loaded llama-eager's 20 images fastest, `docs/driver-facts.md`).
 const MODULE_THREADS: usize = 8;
@@ -528,7 +522,7 @@ fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64),
     let modules = &core.manifest().modules;
     let wanted: Vec<Vec<&str>> =
         modules.iter().map(|m| m.functions.iter().map(|f| f.name.as_str()).collect()).collect();
-    let image = |i: usize| module_image(core, i);
+    let image = |i: usize| core.image(i).map_err(ReplayError::from);
     let loaded = load_on_threads(ctx, &wanted, image, MODULE_THREADS)?;
     Ok((recorded_functions(modules, loaded.modules)?, loaded.seconds))
 }
