@@ -4,5 +4,6 @@
 pub mod cli;
 pub mod commands;
 pub mod environment;
+pub mod heap;
 pub mod pipes;
 pub mod runner;

@@ -6,7 +6,14 @@ use gnomon::{
     commands,
 };
 
+/// jemalloc serves the whole process, the CUDA driver's `malloc` included (see `heap`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
+    if let Err(e) = gnomon::heap::instantiate_on_huge_pages() {
+        eprintln!("gnomon: graphs are instantiated on the default heap: {e}");
+    }
     // A panic that escapes to here is a bug in gnomon, not a verdict: its own exit code.
     // (Case bodies catch their own panics and report the case failed.)
     // Clap prints usage errors and help and exits on its own: before forwarding starts.

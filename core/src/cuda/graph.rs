@@ -10,7 +10,7 @@ use std::{
     ptr,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        mpsc, Mutex,
+        mpsc, Mutex, OnceLock,
     },
 };
 
@@ -27,6 +27,15 @@ use crate::{
 };
 
 static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
+
+static INSTANTIATING_THREAD_SETUP: OnceLock<fn()> = OnceLock::new();
+
+/// Has every thread of [`instantiate_fed`] run `setup` before its first instantiation:
+/// the binary, which owns the allocator, gives them a heap of their own. The first setup
+/// set stays; returns whether this one is it.
+pub fn on_instantiating_threads(setup: fn()) -> bool {
+    INSTANTIATING_THREAD_SETUP.set(setup).is_ok()
+}
 
 /// Executables alive in this process: how a case proves an operation made none.
 pub fn live_executables() -> usize {
@@ -61,6 +70,9 @@ pub(super) fn instantiate_fed<T>(
             .map(|_| {
                 let work_rx = &work_rx;
                 scope.spawn(move || {
+                    if let Some(setup) = INSTANTIATING_THREAD_SETUP.get() {
+                        setup();
+                    }
                     // SAFETY: `raw_ctx` is the live context the templates were made in.
                     let current = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw_ctx as sys::CUcontext) });
                     let mut made = Vec::new();

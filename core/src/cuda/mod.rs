@@ -22,7 +22,9 @@ use cudarc::driver::{result as cu, sys};
 pub use build::{
     build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
 };
-pub use graph::{live_executables, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph};
+pub use graph::{
+    live_executables, on_instantiating_threads, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph,
+};
 pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module};
 pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
