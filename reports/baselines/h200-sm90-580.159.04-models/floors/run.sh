@@ -5,7 +5,8 @@
 # bytes at the slower of reading and copying + nodes at the driver's cost). One thing at a
 # time on the GPU. Usage, from the repository root: [PORTS="NAME ..."] run.sh WHEEL_DIR
 # OUT_DIR (PORTS: only these ports, by the names below; all when unset. CORES: where the
-# cores are written and kept; a temporary folder when unset)
+# cores are written and kept; a temporary folder when unset. QUALIFY_RUNS: how many
+# times, 2 when unset)
 set -uo pipefail
 wheels=$1 out=$2
 site=$(mktemp -d) cores=${CORES:-$(mktemp -d)} work=$(mktemp -d)
@@ -29,7 +30,7 @@ for model in qwen2 qwen3 mistral phi3 mixtral gemma2 olmo2 gpt_neox bert; do
 done
 gnomon validate "$cores"/* > "$work/validate.txt" 2>&1
 pack
-for q in 1 2; do
+for q in $(seq 1 "${QUALIFY_RUNS:-2}"); do
   timeout 200 gnomon qualify "$cores"/*/ --report-dir "$work/qualify-$q" > "$work/qualify-$q.log" 2>&1
   echo "qualify-$q: exit $? $(tail -n 1 "$work/qualify-$q.log")"
   pack
