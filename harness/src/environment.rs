@@ -15,6 +15,7 @@ pub fn collect() -> Environment {
         os: os_name(),
         harness_version: env!("CARGO_PKG_VERSION").into(),
         harness_commit: HARNESS_COMMIT.into(),
+        transparent_huge_pages: fs::read_to_string(THP_MODE).ok().and_then(|s| selected_mode(&s)),
         ..Environment::default()
     };
     match gnomon_core::cuda::preflight() {
@@ -55,6 +56,13 @@ pub fn facilities(env: &Environment) -> Facilities {
     Facilities { gpus: env.gpus.len() as u32, gpu_unavailable: env.gpu_unavailable.clone(), nvrtc_unavailable }
 }
 
+const THP_MODE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// The mode the kernel marks as selected: `madvise` of `always [madvise] never`.
+fn selected_mode(modes: &str) -> Option<String> {
+    modes.split_whitespace().find_map(|m| m.strip_prefix('[')?.strip_suffix(']').map(String::from))
+}
+
 fn cpu_model() -> String {
     let info = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = info.lines().find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)));
@@ -75,4 +83,16 @@ fn driver_release() -> Option<String> {
     line.split_whitespace()
         .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
         .map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selected_mode;
+
+    #[test]
+    fn the_bracketed_mode_is_the_selected_one() {
+        assert_eq!(selected_mode("always [madvise] never\n").as_deref(), Some("madvise"));
+        assert_eq!(selected_mode("[always] madvise never").as_deref(), Some("always"));
+        assert_eq!(selected_mode("always madvise never"), None);
+    }
 }

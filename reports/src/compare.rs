@@ -237,6 +237,7 @@ fn environment_differences(base: &Environment, new: &Environment) -> Vec<Environ
         ("driver-version", opt(&base.driver_version), opt(&new.driver_version)),
         ("driver-release", opt(&base.driver_release), opt(&new.driver_release)),
         ("nvrtc-version", opt(&base.nvrtc_version), opt(&new.nvrtc_version)),
+        ("transparent-huge-pages", opt(&base.transparent_huge_pages), opt(&new.transparent_huge_pages)),
     ];
     let shown = |v: String| if v.is_empty() { "none".to_owned() } else { v };
     let arches = |e: &Environment| e.gpus.iter().map(|g| g.arch.clone()).collect::<std::collections::BTreeSet<_>>();

@@ -84,6 +84,7 @@ fn check_same_build_and_machine(parts: &[Report]) -> Result<(), MergeError> {
             ("driver release", shown(&e.driver_release)),
             ("driver version", shown(&e.driver_version)),
             ("NVRTC", shown(&e.nvrtc_version)),
+            ("transparent huge pages", shown(&e.transparent_huge_pages)),
             ("profile", r.run.profile.clone()),
             ("filters", r.run.filters.join(" ")),
         ]

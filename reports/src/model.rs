@@ -200,6 +200,11 @@ pub struct Environment {
     /// Why no GPU case could run, when none could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_unavailable: Option<String>,
+    /// The kernel's transparent huge page mode (`always`, `madvise`, `never`), where the
+    /// host says it: the staging pool and the instantiating threads' heap ask for huge
+    /// pages, and a restore is slower without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparent_huge_pages: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -313,15 +318,17 @@ impl Report {
         serde_json::to_string_pretty(self).expect("a report always serializes") + "\n"
     }
 
-    /// A copy with what differs between runs of the same code replaced by placeholders:
-    /// run id, times, durations, host, CPU, OS, commits and memory sizes. For snapshots,
-    /// and for sharing a report without the machine's details.
+    /// A copy with what differs between runs of the same code replaced by placeholders
+    /// or dropped: run id, times, durations, host, CPU, OS, commits, memory sizes and the
+    /// huge page mode. For snapshots, and for sharing a report without the machine's
+    /// details.
     pub fn redacted(&self) -> Report {
         let mut r = self.clone();
         (r.run.id, r.run.started_at, r.run.duration_s) = ("[run]".into(), "[time]".into(), 0.0);
         let env = &mut r.environment;
         (env.host, env.cpu, env.os, env.harness_commit) =
             ("[host]".into(), "[cpu]".into(), "[os]".into(), "[commit]".into());
+        env.transparent_huge_pages = None;
         env.gpus.iter_mut().for_each(|g| g.memory_bytes = 0);
         r.subject.commit = "[commit]".into();
         r.cases.iter_mut().for_each(|c| c.duration_s = 0.0);

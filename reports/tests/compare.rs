@@ -26,6 +26,7 @@ fn new_run() -> Report {
     let small = new.cases.iter_mut().find(|c| c.id.as_str() == "gpu/flags/value=8/launch").unwrap();
     small.metrics.insert("restore".into(), Metric::new(0.13, "s")); // +4 %: noise
     new.environment.driver_version = Some("13.1".into());
+    new.environment.transparent_huge_pages = Some("never".into());
     Report::new(new.run.clone(), new.subject.clone(), new.environment.clone(), new.cases)
 }
 

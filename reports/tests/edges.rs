@@ -161,7 +161,7 @@ fn merge_refuses_parts_that_differ_in_any_field_that_matters() {
     let (one, two) = (part("hash:1/2", "gpu/hang"), part("hash:2/2", "gpu/fault/sticky"));
     assert!(merge(&[one.clone(), two.clone()], &ids).is_ok());
     type Change = fn(&mut Report);
-    let fields: [(&str, Change); 13] = [
+    let fields: [(&str, Change); 14] = [
         ("report schema version", |r| r.schema_version = 0),
         ("harness version", |r| r.environment.harness_version = "0.2.0".into()),
         ("harness commit", |r| r.environment.harness_commit = "def456".into()),
@@ -173,6 +173,7 @@ fn merge_refuses_parts_that_differ_in_any_field_that_matters() {
         ("driver release", |r| r.environment.driver_release = Some("575.57.08".into())),
         ("driver version", |r| r.environment.driver_version = Some("12.9".into())),
         ("NVRTC", |r| r.environment.nvrtc_version = Some("12.9".into())),
+        ("transparent huge pages", |r| r.environment.transparent_huge_pages = Some("never".into())),
         ("profile", |r| r.run.profile = "nightly".into()),
         ("filters", |r| r.run.filters.push("--skip gpu/hang".into())),
     ];

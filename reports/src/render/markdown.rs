@@ -27,9 +27,13 @@ pub fn markdown(r: &Report) -> String {
     if let Some(reason) = &env.gpu_unavailable {
         let _ = writeln!(out, "- no GPU: {}", printable(reason));
     }
-    for (label, value) in
-        [("driver", &env.driver_release), ("CUDA (driver API)", &env.driver_version), ("NVRTC", &env.nvrtc_version)]
-    {
+    let facts = [
+        ("driver", &env.driver_release),
+        ("CUDA (driver API)", &env.driver_version),
+        ("NVRTC", &env.nvrtc_version),
+        ("transparent huge pages", &env.transparent_huge_pages),
+    ];
+    for (label, value) in facts {
         if let Some(v) = value {
             let _ = writeln!(out, "- {label}: {}", printable(v));
         }

@@ -79,6 +79,7 @@ pub fn hand_made() -> Report {
         driver_release: Some("580.159.04".into()),
         nvrtc_version: Some("13.0".into()),
         gpu_unavailable: None,
+        transparent_huge_pages: Some("madvise".into()),
     };
     Report::new(run, subject, environment, cases)
 }
