@@ -14,16 +14,11 @@ use tikv_jemalloc_sys::{dallocx, mallocx, MALLOCX_ALIGN, MALLOCX_ARENA, MALLOCX_
 /// Address space the arena starts with, advised onto huge pages; untouched it costs no
 /// memory. The nightly core's 64 000 nodes take 395 MB; beyond it the arena grows on small
 /// pages.
-pub const RESERVED_BYTES: usize = 1 << 30;
+const RESERVED_BYTES: usize = 1 << 30;
 const HUGE_PAGE: usize = 2 << 20;
 
 /// The arena's index and the start of the range reserved for it.
 static ARENA: OnceLock<(u32, usize)> = OnceLock::new();
-
-/// Where the arena's reserved range begins, once [`instantiate_on_huge_pages`] made it.
-pub fn reserved_start() -> Option<usize> {
-    ARENA.get().map(|&(_, start)| start)
-}
 
 /// Makes the arena and has core's instantiating threads allocate from it. The range is
 /// reserved by allocating it in the arena and freeing it again: jemalloc keeps freed
@@ -67,7 +62,7 @@ mod tests {
     #[test]
     fn instantiating_threads_allocate_in_the_reserved_range() {
         instantiate_on_huge_pages().unwrap();
-        let start = reserved_start().unwrap();
+        let (_, start) = *ARENA.get().unwrap();
         let inside = |p: *const c_void| (start..start + RESERVED_BYTES).contains(&(p as usize));
         let on_bound_thread = std::thread::spawn(|| {
             bind_thread();
