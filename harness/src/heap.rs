@@ -17,17 +17,20 @@ use tikv_jemalloc_sys::{dallocx, mallocx, MALLOCX_ALIGN, MALLOCX_ARENA, MALLOCX_
 const RESERVED_BYTES: usize = 1 << 30;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// The arena's index and the start of the range reserved for it.
-static ARENA: OnceLock<(u32, usize)> = OnceLock::new();
+/// The arena's index and the start of the range reserved for it, made by the first
+/// instantiating thread; `None` where jemalloc refused (the threads keep their own).
+static ARENA: OnceLock<Option<(u32, usize)>> = OnceLock::new();
 
-/// Makes the arena and has core's instantiating threads allocate from it. The range is
-/// reserved by allocating it in the arena and freeing it again: jemalloc keeps freed
-/// extents for the arena's later allocations, and the advice stays with the mapping.
-/// Where the kernel refuses the advice, the arena works on small pages.
-pub fn instantiate_on_huge_pages() -> Result<(), String> {
-    if ARENA.get().is_some() {
-        return Ok(());
-    }
+/// Has core's instantiating threads allocate from the arena. Nothing is made until a
+/// process instantiates: commands that never do pay nothing at start-up.
+pub fn instantiate_on_huge_pages() {
+    gnomon_core::cuda::on_instantiating_threads(bind_thread);
+}
+
+/// Makes the arena. The range is reserved by allocating it in the arena and freeing it
+/// again: jemalloc keeps freed extents for the arena's later allocations, and the advice
+/// stays with the mapping. Where the kernel refuses the advice, it works on small pages.
+fn make_arena() -> Result<(u32, usize), String> {
     // SAFETY: `arenas.create` writes one unsigned index.
     let arena: u32 = unsafe { raw::read(b"arenas.create\0") }.map_err(|e| format!("jemalloc arenas.create: {e}"))?;
     let flags = MALLOCX_ARENA(arena as usize) | MALLOCX_ALIGN(HUGE_PAGE) | MALLOCX_TCACHE_NONE;
@@ -38,16 +41,17 @@ pub fn instantiate_on_huge_pages() -> Result<(), String> {
     let _refused_leaves_small_pages = unsafe { madvise(range.as_ptr(), RESERVED_BYTES, Advice::LinuxHugepage) };
     // SAFETY: allocated above with the same flags, never used.
     unsafe { dallocx(range.as_ptr(), flags) };
-    ARENA.get_or_init(|| (arena, range.as_ptr() as usize));
-    gnomon_core::cuda::on_instantiating_threads(bind_thread);
-    Ok(())
+    Ok((arena, range.as_ptr() as usize))
 }
 
-/// Has this thread allocate from the arena from now on.
+/// Has this thread allocate from the arena from now on, making it first if need be.
 fn bind_thread() {
-    if let Some(&(arena, _)) = ARENA.get() {
+    let made = ARENA.get_or_init(|| {
+        make_arena().inspect_err(|e| eprintln!("gnomon: graphs are instantiated on the default heap: {e}")).ok()
+    });
+    if let Some((arena, _)) = made {
         // SAFETY: `thread.arena` takes one unsigned index of an existing arena.
-        let _unbound_keeps_its_own = unsafe { raw::write(b"thread.arena\0", arena) };
+        let _unbound_keeps_its_own = unsafe { raw::write(b"thread.arena\0", *arena) };
     }
 }
 
@@ -61,15 +65,14 @@ mod tests {
     /// that gives them huge pages (whether the kernel backs them is the runner's business).
     #[test]
     fn instantiating_threads_allocate_in_the_reserved_range() {
-        instantiate_on_huge_pages().unwrap();
-        let (_, start) = *ARENA.get().unwrap();
-        let inside = |p: *const c_void| (start..start + RESERVED_BYTES).contains(&(p as usize));
         let on_bound_thread = std::thread::spawn(|| {
             bind_thread();
             let blocks: Vec<Box<[u8; 4096]>> = (0..64).map(|_| Box::new([1; 4096])).collect();
             blocks.iter().map(|b| b.as_ptr() as usize).collect::<Vec<_>>()
         });
         let addresses = on_bound_thread.join().unwrap();
+        let (_, start) = ARENA.get().copied().flatten().expect("the arena was made");
+        let inside = |p: *const c_void| (start..start + RESERVED_BYTES).contains(&(p as usize));
         assert!(addresses.iter().all(|&a| inside(a as *const c_void)), "{addresses:x?} outside {start:#x}");
         let elsewhere = Box::new([2u8; 4096]);
         assert!(!inside(elsewhere.as_ptr().cast()), "an unbound thread allocated in the arena");

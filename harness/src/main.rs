@@ -11,9 +11,7 @@ use gnomon::{
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    if let Err(e) = gnomon::heap::instantiate_on_huge_pages() {
-        eprintln!("gnomon: graphs are instantiated on the default heap: {e}");
-    }
+    gnomon::heap::instantiate_on_huge_pages();
     // A panic that escapes to here is a bug in gnomon, not a verdict: its own exit code.
     // (Case bodies catch their own panics and report the case failed.)
     // Clap prints usage errors and help and exits on its own: before forwarding starts.
