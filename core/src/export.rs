@@ -271,17 +271,12 @@ impl Exporter {
     /// as a pointer. (A double whose bits fall inside the arena would be a denormal near
     /// 1e-310.)
     fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
-        let mut pointers = Vec::new();
-        for (param, slot) in layout.iter().enumerate() {
-            for at in (0..slot.size.saturating_sub(7)).step_by(8) {
-                let start = (slot.offset + at) as usize;
-                let raw = u64::from_le_bytes(params[start..start + 8].try_into().expect("8 bytes"));
-                if self.buffer_ref(raw).is_some() || self.manifest.peers.iter().any(|p| p.window().contains(&raw)) {
-                    pointers.push(PointerParam { param: param as u32, at, external: false });
-                }
-            }
-        }
-        pointers
+        crate::params::words(layout, params)
+            .filter(|&(_, _, word)| {
+                self.buffer_ref(word).is_some() || self.manifest.peers.iter().any(|p| p.window().contains(&word))
+            })
+            .map(|(param, at, _)| PointerParam { param, at, external: false })
+            .collect()
     }
 
     fn buffer_ref(&self, address: u64) -> Option<BufferRef> {

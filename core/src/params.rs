@@ -38,8 +38,40 @@ impl<'l> ParamBlob<'l> {
     }
 }
 
+/// Each 8 bytes at an 8-aligned place of each slot, read as a little-endian word:
+/// `(slot index, byte offset in the slot, word)`. A pointer is such a word, alone or as a
+/// field of a struct or a tensor map. Slots the blob does not hold are skipped.
+pub fn words<'b>(layout: &'b [ParamSlot], blob: &'b [u8]) -> impl Iterator<Item = (u32, u64, u64)> + 'b {
+    layout.iter().enumerate().flat_map(move |(index, slot)| {
+        (0..slot.size.saturating_sub(7)).step_by(8).filter_map(move |at| {
+            let start = usize::try_from(slot.offset.checked_add(at)?).ok()?;
+            let word = blob.get(start..start.checked_add(8)?)?;
+            Some((index as u32, at, u64::from_le_bytes(word.try_into().ok()?)))
+        })
+    })
+}
+
 /// The value in slot `index` of a blob, if the slot exists.
 pub fn slot_value<'b>(layout: &[ParamSlot], blob: &'b [u8], index: usize) -> Option<&'b [u8]> {
     let slot = layout.get(index)?;
     blob.get(slot.offset as usize..(slot.offset + slot.size) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_read_at_each_aligned_place_of_each_slot() {
+        // A 4-byte int, a pointer, and a 20-byte struct holding two words and 4 bytes more.
+        let layout =
+            [ParamSlot { offset: 0, size: 4 }, ParamSlot { offset: 8, size: 8 }, ParamSlot { offset: 16, size: 20 }];
+        let mut blob = vec![0u8; 36];
+        blob[8..16].copy_from_slice(&0x7000_0000_1000u64.to_le_bytes());
+        blob[24..32].copy_from_slice(&42u64.to_le_bytes());
+        let found: Vec<_> = words(&layout, &blob).collect();
+        assert_eq!(found, [(1, 0, 0x7000_0000_1000), (2, 0, 0), (2, 8, 42)]);
+        // A blob shorter than its layout gives the words it holds, and never panics.
+        assert_eq!(words(&layout, &blob[..20]).count(), 1);
+    }
 }
