@@ -201,7 +201,7 @@ mod tests {
         let gone = a.allocate(16, true).unwrap();
         a.free(gone, false).unwrap();
         let refused = |t: &[Tensor]| declare(&a, t).unwrap_err().to_string();
-        insta::assert_snapshot!(refused(&[tensor("w", 0x1000, Role::Weight)]), @"tensor `w` (0x1000) is not in the gnomon arena: it was allocated before use_arena, or by another allocator");
+        insta::assert_snapshot!(refused(&[tensor("w", 0x1000, Role::Weight)]), @"tensor `w` (0x1000) is not in the gnomon arena: it was allocated before use_arena, under gnomon.torch.outside_arena(), or by another allocator");
         insta::assert_snapshot!(refused(&[tensor("t", gone, Role::Input)]), @"tensor `t` lies in memory that was freed");
         insta::assert_snapshot!(refused(&[tensor("w", x, Role::Weight), tensor("o", x + 8, Role::Output)]), @"one allocation holds `w` (weight) and `o` (output): a buffer has one role");
         insta::assert_snapshot!(refused(&[tensor("k", x, Role::KvCache), tensor("k", y, Role::KvCache)]), @"two allocations are named `kv-cache/k`: name each tensor once (a template's own mapping names its tensors after it)");

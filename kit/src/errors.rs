@@ -19,7 +19,7 @@ pub enum AllocError {
 pub enum KitError {
     #[error("no gnomon arena is in use: call use_arena before the program's first allocation")]
     NoArena,
-    #[error("tensor `{name}` (0x{address:x}) is not in the gnomon arena: it was allocated before use_arena, or by another allocator")]
+    #[error("tensor `{name}` (0x{address:x}) is not in the gnomon arena: it was allocated before use_arena, under gnomon.torch.outside_arena(), or by another allocator")]
     OutsideArena { name: String, address: u64 },
     #[error("tensor `{name}` lies in memory that was freed")]
     Freed { name: String },
@@ -35,6 +35,13 @@ pub enum KitError {
     ArenaSize(u64),
     #[error("template `{template}` node {node}: kernel `{kernel}` of {library} has no recorded image (start the recorder before the program's first kernel): {source}")]
     MissingImage { template: String, node: usize, kernel: String, library: String, source: RecordError },
+    #[error(
+        "template `{template}` node {node}: {what} holds 0x{address:x}, in {pool} outside the gnomon arena, which \
+         no core maps: allocate what a graph reads while the arena routes tensors (not under \
+         gnomon.torch.outside_arena(), and on the thread that called use_arena), and capture into \
+         gnomon.torch.graph_pool()"
+    )]
+    PointsOutside { template: String, node: usize, what: String, address: u64, pool: String },
     #[error("template `{template}` node {node}: kernel `{kernel}` of `{library}` cannot be exported: {reason}")]
     Collective { template: String, node: usize, kernel: String, library: String, reason: &'static str },
     #[error(

@@ -6,7 +6,8 @@
 //! - [`live`]: the GPU side, mapping the arena and exporting graphs with the core's
 //!   exporter, images from the load-time recorder;
 //! - [`launches`]: expectations from repeated launches, and what varied between them;
-//! - [`collectives`]: the kernels no core can hold (NCCL's), refused by name.
+//! - [`collectives`]: the kernels no core can hold (NCCL's), refused by name;
+//! - [`outside`]: PyTorch's memory outside the arena, which no node may point into.
 //!
 //! The Python package (`python/`) is a thin binding over this crate.
 
@@ -16,3 +17,4 @@ pub mod declare;
 pub mod errors;
 pub mod launches;
 pub mod live;
+pub mod outside;

@@ -25,6 +25,7 @@ use crate::{
     declare::{declare, Tensor},
     errors::KitError,
     launches::{expectations, Varied},
+    outside,
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
@@ -96,6 +97,8 @@ pub struct Request<'a> {
     pub out: &'a Path,
     pub graphs: Vec<(String, u64)>,
     pub tensors: Vec<Tensor>,
+    /// PyTorch's live blocks outside the arena, which no node may point into.
+    pub outside: Vec<outside::LiveBlock>,
     pub flags: u64,
     pub shard_cap: u64,
     pub producer: Producer,
@@ -173,6 +176,7 @@ pub fn export(
         // SAFETY: the caller hands live graphs of this process's primary context.
         .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
         .collect::<Result<Vec<_>, KitError>>()?;
+    outside::check(&graphs, &request.outside)?;
     let Heard { images, loaders } = recorder.heard(ctx);
     let kernels = Kernels::resolve(ctx, &graphs, &images, &loaders)?;
     let allocations = &allocations.joined(&touched(&graphs)?);

@@ -3,12 +3,14 @@
 1. ``record()`` before the program's first kernel (or run the program with
    ``python -m gnomon.torch SCRIPT``): every image the driver loads is kept.
 2. ``use_arena(size)`` before the first CUDA allocation: PyTorch's caching allocator
-   takes its memory from a fixed virtual range that Gnomon maps.
+   takes its memory from a fixed virtual range that Gnomon maps. Eager work no graph
+   reads may run ``with outside_arena():``, on PyTorch's own pool.
 3. Capture with ``torch.cuda.CUDAGraph(keep_graph=True)`` into ``pool=graph_pool()``,
    then ``export(...)``.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import runpy
@@ -17,8 +19,8 @@ from collections.abc import Mapping
 
 from . import _native, parse_size
 
-__all__ = ["record", "use_arena", "join_ranks", "sync_ranks", "peer_address", "graph_pool", "memory_stats",
-           "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES"]
+__all__ = ["record", "use_arena", "join_ranks", "sync_ranks", "peer_address", "graph_pool", "outside_arena",
+           "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
@@ -156,24 +158,73 @@ def memory_stats():
 
 def _blocks(snapshot, base, size):
     """(address, size, live) of each of PyTorch's blocks in the arena, from
-    ``torch.cuda.memory_snapshot()``. Refused where PyTorch holds a live block outside it:
-    a graph pointing there would replay with a pointer no core maps."""
-    blocks, outside = [], {}
+    ``torch.cuda.memory_snapshot()``."""
+    blocks = []
     for segment in snapshot:
-        address, within = segment["address"], base <= segment["address"] < base + size
+        address = segment["address"]
+        if not base <= address < base + size:
+            continue
         for block in segment["blocks"]:
-            live = block["state"] != "inactive"
-            if within:
-                blocks.append((block.get("address", address), block["size"], live))
-            elif live:
-                pool = tuple(segment.get("segment_pool_id", ()))
-                outside[pool] = outside.get(pool, 0) + block["size"]
+            blocks.append((block.get("address", address), block["size"], block["state"] != "inactive"))
             address += block["size"]
-    if outside:
-        held = ", ".join(f"{n} bytes in pool {pool}" for pool, n in sorted(outside.items()))
-        raise RuntimeError(f"PyTorch holds memory outside the gnomon arena ({held}): capture with "
-                           "pool=gnomon.torch.graph_pool(), and allocate on the thread that called use_arena")
     return blocks
+
+
+def _outside(snapshot, base, size):
+    """(address, size, pool) of each live block PyTorch holds outside the arena: export
+    refuses a graph that points into one, for replay maps no such address. Free blocks are
+    left out: a word of a kernel's parameters that points at freed memory is stale bytes of
+    the launching thread's stack, not a tensor (PyTorch copies whole structs of which a
+    kernel reads a part)."""
+    blocks = []
+    for segment in snapshot:
+        address = segment["address"]
+        if base <= address < base + size:
+            continue
+        pool = tuple(segment.get("segment_pool_id", (0, 0)))
+        said = "PyTorch's default pool" if pool == (0, 0) else f"PyTorch's pool {pool}"
+        for block in segment["blocks"]:
+            if block["state"] != "inactive":
+                blocks.append((block.get("address", address), block["size"], said))
+            address += block["size"]
+    return blocks
+
+
+@contextlib.contextmanager
+def outside_arena():
+    """Runs eager work whose tensors no graph reads (a prefill, a warm-up) on PyTorch's
+    default pool, outside the arena, as the program would run without the kit: the blocks
+    it frees are cached there, and a capture run under it too empties that cache first,
+    which ``torch.cuda.graph()`` does only while no pool is routed to. Captures still
+    allocate in ``graph_pool()``. A graph that reads a tensor made here is refused at
+    export, naming the node. Without ``use_arena``, it changes nothing.
+
+    cuBLAS keeps a workspace per stream, made by the stream's first GEMM, which every GEMM
+    a graph captures on that stream reads: before it leaves the arena, this makes the
+    current stream's workspaces there."""
+    import torch
+
+    routing = _arena.pop("routing", None)
+    if routing is None:
+        yield
+        return
+    _make_gemm_workspaces()
+    routing.__exit__(None, None, None)
+    try:
+        yield
+    finally:
+        _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
+        _arena["routing"].__enter__()
+
+
+def _make_gemm_workspaces():
+    """One GEMM through cuBLAS and one through cuBLASLt (with a bias) on the current stream:
+    PyTorch gives each (handle, stream) its workspace at the first such call."""
+    import torch
+
+    a = torch.ones(16, 16, dtype=torch.bfloat16, device="cuda")
+    torch.mm(a, a)
+    torch.addmm(a[0], a, a)
 
 
 def deterministic():
@@ -237,9 +288,11 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
     figures = [(name, float(s)) for name, s in (capture or {}).items()]
     bitwise = _bitwise if bitwise is None else bitwise
-    blocks = _blocks(torch.cuda.memory_snapshot(), _arena["base"], _arena["size"]) if _arena else []
-    summary = _native.export(os.fspath(out), handles, named, blocks, flags, parse_size(shard_cap), __version__, figures,
-                             launches, bitwise)
+    snapshot = torch.cuda.memory_snapshot() if _arena else []
+    blocks = _blocks(snapshot, _arena["base"], _arena["size"]) if _arena else []
+    outside = _outside(snapshot, _arena["base"], _arena["size"]) if _arena else []
+    summary = _native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap), __version__,
+                             figures, launches, bitwise)
     return json.loads(summary)
 
 

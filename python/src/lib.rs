@@ -23,6 +23,7 @@ use gnomon_kit::{
     allocations::{Allocations, Block, Piece, Standing},
     declare::{declare, Role, Tensor},
     live::{self, RankSet, Request},
+    outside::LiveBlock,
 };
 use pyo3::{exceptions::PyRuntimeError, prelude::*};
 
@@ -167,16 +168,21 @@ fn pieces(listed: Pieces) -> Vec<Piece> {
     listed.into_iter().map(|(address, size, live)| Piece { address, size, live }).collect()
 }
 
+/// PyTorch's live blocks outside the arena as Python lists them: (address, size, pool).
+type Outside = Vec<(u64, u64, String)>;
+
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
-/// `blocks` divides the arena's segments as PyTorch's caching allocator does.
+/// `blocks` divides the arena's segments as PyTorch's caching allocator does; no node may
+/// point into `outside`.
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, blocks, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
+#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
 #[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
     graphs: Vec<(String, u64)>,
     tensors_named: Vec<Named>,
     blocks: Pieces,
+    outside: Outside,
     flags: u64,
     shard_cap: u64,
     producer_version: String,
@@ -202,6 +208,10 @@ fn export(
                 out: &out,
                 graphs,
                 tensors,
+                outside: outside
+                    .into_iter()
+                    .map(|(address, size, pool)| LiveBlock { range: address..address.saturating_add(size), pool })
+                    .collect(),
                 flags,
                 shard_cap,
                 producer,

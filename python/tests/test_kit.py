@@ -68,14 +68,21 @@ def test_pytorchs_blocks_divide_the_arenas_segments():
         a.divided([(BASE + (6 << 20), 512, True)])
 
 
-def test_a_graph_captured_outside_the_arena_is_refused_naming_its_pool():
+def test_live_blocks_outside_the_arena_are_listed_with_their_pool():
+    """What export hands the node check: a graph captured into another pool, or reading a
+    tensor made under outside_arena(), points into one of these and is refused by name.
+    Free blocks are not listed: a stale word of a kernel's parameters may point at one."""
     import gnomon.torch as gt
 
-    escaped = [{"address": 0x7F00_0000_0000, "segment_pool_id": (1, 0),
-                "blocks": [{"size": 1024, "state": "active_allocated"}]}]
-    with pytest.raises(RuntimeError, match=r"outside the gnomon arena \(1024 bytes in pool \(1, 0\)\): capture with "
-                                           r"pool=gnomon.torch.graph_pool\(\)"):
-        gt._blocks(escaped, BASE, 8 << 20)
+    snapshot = [{"address": 0x7F00_0000_0000, "segment_pool_id": (1, 0),
+                 "blocks": [{"size": 1024, "state": "inactive"}, {"size": 3072, "state": "active_allocated"}]},
+                {"address": 0x7F00_0020_0000, "segment_pool_id": (0, 0), "blocks": [{"size": 512, "state": "inactive"}]},
+                {"address": 0x7F00_0040_0000, "segment_pool_id": (0, 0),
+                 "blocks": [{"size": 512, "state": "active_pending_free"}]},
+                {"address": BASE, "segment_pool_id": (0, 1), "blocks": [{"size": 4096, "state": "active_allocated"}]}]
+    assert gt._outside(snapshot, BASE, 8 << 20) == [(0x7F00_0000_0400, 3072, "PyTorch's pool (1, 0)"),
+                                                    (0x7F00_0040_0000, 512, "PyTorch's default pool")]
+    assert gt._blocks(snapshot, BASE, 8 << 20) == [(BASE, 4096, True)]
 
 
 def test_refusals_are_specific():
@@ -119,7 +126,7 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], [], 0, 1 << 30, "0", [], 8, False)
+        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], 8, False)
     assert gt.DEFAULT_BASE == BASE
 
 
@@ -231,6 +238,8 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(gt, "_arena", {})
     assert gt.graph_pool() == "pytorch's own"
+    with gt.outside_arena():  # without an arena, nothing to leave (and no GPU touched)
+        assert entered == []
     monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device, shareable: size)
     at_exit = []
     monkeypatch.setattr(gt.atexit, "register", at_exit.append)
@@ -239,6 +248,17 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     assert entered == [tensors]
     assert tensors.allocator == graphs.allocator == ("gnomon_torch_malloc", "gnomon_torch_free")
     assert gt.graph_pool() == graphs.id != tensors.id
+    # Eager work outside the arena ends the routing for its while, and only for it; the
+    # stream's GEMM workspaces, which captured GEMMs read, are made before, in the arena.
+    routed_when_made = []
+    monkeypatch.setattr(gt, "_make_gemm_workspaces", lambda: routed_when_made.append(list(entered)))
+    with gt.outside_arena():
+        assert entered == []
+    assert entered == [tensors]
+    with pytest.raises(ValueError), gt.outside_arena():
+        raise ValueError("a failing prefill")
+    assert entered == [tensors]
+    assert routed_when_made == [[tensors], [tensors]]
     # At exit the routing ends before PyTorch destroys the pools (it asserts otherwise).
     for leave in at_exit:
         leave()
