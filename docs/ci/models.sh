@@ -31,6 +31,9 @@ PY
 
 # A kernel loaded before recording began must be refused at export, named, never skipped.
 python3 python/ports/missed.py "$(mktemp -d)/missed" > "$out/missed.txt"
+# A graph reading a tensor made under outside_arena() must be refused, naming the node;
+# one reading only the arena exports while such a tensor is alive.
+python3 -m gnomon.torch python/ports/outside.py "$(mktemp -d)" > "$out/outside.txt"
 
 gnomon validate "$cores"/* > "$out/validate.txt"
 status=0

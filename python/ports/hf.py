@@ -141,9 +141,8 @@ def decoder_graphs(model, cfg, batches, context):
     graphs, outputs, caches, inputs = {}, {}, {}, {}
     warm, capture = 0.0, 0.0
     # Every batch is prefilled, warmed up and captured on one stream, as vLLM's
-    # graph_capture() does: blocks freed on a stream are cached for that stream only, and
-    # under the kit PyTorch cannot empty a live pool's cache before a capture, so a stream
-    # per batch kept each batch's warm-up blocks (hf-corpus/reserved/README.md).
+    # graph_capture() does: blocks freed on a stream are cached for that stream only, so a
+    # stream per batch kept each batch's warm-up blocks (hf-corpus/reserved/README.md).
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -156,13 +155,15 @@ def decoder_graphs(model, cfg, batches, context):
 
 def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches, inputs):
     """Prefills a static cache of batch `b`, warms the decode step up twice and captures it
-    on `stream`; returns the seconds warming up and capturing took."""
+    on `stream`; returns the seconds warming up and capturing took. What the graph reads
+    (the cache, its inputs) is made in the arena. The rest runs outside it, as without the
+    kit: the prefill's and warm-up's blocks go to PyTorch's own pool, and the capture
+    empties that pool's cache (which PyTorch does only while no pool is routed to)."""
     name = f"b{b}"
     cache = static_cache(cfg, b, context + 8)
-    prompt = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
-    with torch.no_grad():
-        model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
-              use_cache=True)
+    heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    cache.early_initialization(b, heads, head_dim, DTYPE, torch.device("cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (b, 1), device="cuda")
     position = torch.tensor([context], device="cuda")
 
@@ -171,18 +172,21 @@ def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches,
         logits = out.logits[:, -1]
         return logits, logits.argmax(-1)
 
-    started = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), gt.outside_arena():
+        prompt = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
+        model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
+              use_cache=True)
+        started = time.perf_counter()
         for _ in range(2):
             step()
-    rewind(cache, context)
-    torch.cuda.synchronize()
-    warm = time.perf_counter() - started
-    started = time.perf_counter()
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.no_grad(), torch.cuda.graph(g, pool=pool, stream=stream):
-        logits, token = step()
-    capture = time.perf_counter() - started
+        rewind(cache, context)
+        torch.cuda.synchronize()
+        warm = time.perf_counter() - started
+        started = time.perf_counter()
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(g, pool=pool, stream=stream):
+            logits, token = step()
+        capture = time.perf_counter() - started
     graphs[name] = g
     outputs[name] = {"logits": logits, "next-token": token}
     caches[name] = cache_tensors(cache)
@@ -198,13 +202,13 @@ def encoder_graphs(model, cfg, batches, context):
         name = f"b{b}"
         ids = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
         mask = torch.ones_like(ids)
-        with torch.no_grad():
+        with torch.no_grad(), gt.outside_arena():
             for _ in range(2):
                 model(input_ids=ids, attention_mask=mask)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.no_grad(), torch.cuda.graph(g, pool=pool):
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph(keep_graph=True)
+            with torch.cuda.graph(g, pool=pool):
+                hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
         graphs[name] = g
         outputs[name] = {"hidden": hidden}
         inputs[f"{name}/ids"], inputs[f"{name}/mask"] = ids, mask
