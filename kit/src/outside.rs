@@ -1,7 +1,7 @@
 //! Memory PyTorch holds outside the arena. Eager work whose tensors no graph reads (a
 //! prefill, a warm-up) may run there, under `gnomon.torch.outside_arena()`: its blocks
-//! then stay in PyTorch's own pool, which `torch.cuda.graph()` empties before each capture
-//! as it does without the kit. A graph must not read a tensor there, for no core maps it:
+//! then stay in PyTorch's own pool, whose cache `torch.cuda.graph()` empties before a
+//! capture run there too, as it does without the kit. A graph must not read a tensor there, for no core maps it:
 //! every node's addresses are looked up in PyTorch's live blocks outside the arena, and
 //! the first one found there refuses the export by name. Free blocks are not looked in: a
 //! kernel's parameters are whole structs copied from the launching thread's stack, whose
@@ -48,18 +48,18 @@ pub fn check(graphs: &[(String, RetainedGraph)], outside: &[LiveBlock]) -> Resul
 /// The first address `kind` holds in `outside`: a kernel's parameter word, a memset's
 /// destination, a copy's ends; said as the place that holds it.
 fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u64, &'s LiveBlock)> {
-    let within = |address: u64| outside.iter().find(|s| s.range.contains(&address));
+    let within = |address: u64| outside.iter().find(|b| b.range.contains(&address));
     match kind {
         NodeKind::Kernel { function, params, layout, .. } => {
             gnomon_core::params::words(layout, params).find_map(|(param, at, word)| {
                 let place = if at == 0 { String::new() } else { format!(" (byte {at})") };
-                within(word).map(|s| (format!("kernel `{function}` parameter {param}{place}"), word, s))
+                within(word).map(|b| (format!("kernel `{function}` parameter {param}{place}"), word, b))
             })
         }
-        NodeKind::Memset { dst, .. } => within(*dst).map(|s| ("the memset's destination".to_owned(), *dst, s)),
+        NodeKind::Memset { dst, .. } => within(*dst).map(|b| ("the memset's destination".to_owned(), *dst, b)),
         NodeKind::Memcpy { dst, src, .. } => [("destination", *dst), ("source", *src)]
             .into_iter()
-            .find_map(|(end, a)| within(a).map(|s| (format!("the copy's {end}"), a, s))),
+            .find_map(|(end, a)| within(a).map(|b| (format!("the copy's {end}"), a, b))),
         _ => None,
     }
 }
