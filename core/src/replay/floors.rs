@@ -73,16 +73,22 @@ fn shard_files(core: &Core) -> Result<Vec<std::fs::File>, ReplayError> {
 }
 
 /// Reads the shard files as the upload does (the same pieces, on as many readers), up
-/// to [`READ_SAMPLE`] bytes, without hashing or copying.
+/// to [`READ_SAMPLE`] bytes, without hashing or copying. Each reader's buffer is written
+/// before the clock starts: the upload reads into staging slots already faulted in, so
+/// faulting fresh pages in here would lower the floor the upload is held against.
 fn read_gbps(core: &Core, staging: Staging) -> Result<f64, ReplayError> {
     let pieces = pieces(core.manifest());
     let (next, claimed) = (AtomicUsize::new(0), AtomicU64::new(0));
+    let readers = staging.readers.clamp(1, pieces.len().max(1));
+    let buffers: Vec<Vec<u8>> = (0..readers).map(|_| vec![0xA5; staging.slot_bytes]).collect();
     let started = Instant::now();
     let read: Result<Vec<u64>, ReplayError> = std::thread::scope(|scope| {
-        let readers: Vec<_> = (0..staging.readers.clamp(1, pieces.len().max(1)))
-            .map(|_| {
-                scope.spawn(|| {
-                    let (mut buffer, mut total) = (vec![0u8; staging.slot_bytes], 0u64);
+        let readers: Vec<_> = buffers
+            .into_iter()
+            .map(|mut buffer| {
+                let (next, claimed, pieces) = (&next, &claimed, &pieces);
+                scope.spawn(move || {
+                    let mut total = 0u64;
                     while let Some(piece) = pieces.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let len = piece.bytes.end - piece.bytes.start;
                         let before = claimed.fetch_add(len, Ordering::SeqCst);
