@@ -156,18 +156,22 @@ def memory_stats():
     return json.loads(_native.arena_stats())
 
 
-def _blocks(snapshot, base, size):
-    """(address, size, live) of each of PyTorch's blocks in the arena, from
-    ``torch.cuda.memory_snapshot()``."""
-    blocks = []
+def _pytorch_blocks(snapshot):
+    """(segment, address, block) for each of PyTorch's blocks in
+    ``torch.cuda.memory_snapshot()``, whose blocks follow each other from their segment's
+    start."""
     for segment in snapshot:
         address = segment["address"]
-        if not base <= address < base + size:
-            continue
         for block in segment["blocks"]:
-            blocks.append((block.get("address", address), block["size"], block["state"] != "inactive"))
+            yield segment, block.get("address", address), block
             address += block["size"]
-    return blocks
+
+
+def _blocks(snapshot, base, size):
+    """(address, size, live) of each of PyTorch's blocks in the arena."""
+    return [(address, block["size"], block["state"] != "inactive")
+            for segment, address, block in _pytorch_blocks(snapshot)
+            if base <= segment["address"] < base + size]
 
 
 def _outside(snapshot, base, size):
@@ -176,18 +180,13 @@ def _outside(snapshot, base, size):
     left out: a word of a kernel's parameters that points at freed memory is stale bytes of
     the launching thread's stack, not a tensor (PyTorch copies whole structs of which a
     kernel reads a part)."""
-    blocks = []
-    for segment in snapshot:
-        address = segment["address"]
-        if base <= address < base + size:
-            continue
+    def said(segment):
         pool = tuple(segment.get("segment_pool_id", (0, 0)))
-        said = "PyTorch's default pool" if pool == (0, 0) else f"PyTorch's pool {pool}"
-        for block in segment["blocks"]:
-            if block["state"] != "inactive":
-                blocks.append((block.get("address", address), block["size"], said))
-            address += block["size"]
-    return blocks
+        return "PyTorch's default pool" if pool == (0, 0) else f"PyTorch's pool {pool}"
+
+    return [(address, block["size"], said(segment))
+            for segment, address, block in _pytorch_blocks(snapshot)
+            if not base <= segment["address"] < base + size and block["state"] != "inactive"]
 
 
 @contextlib.contextmanager
