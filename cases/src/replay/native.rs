@@ -8,8 +8,8 @@ use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
     replay::{
-        measure_floors, replay_launching, shards_cached_fraction, start, Executables, Floors, Launches, OutputCheck,
-        RankLink, ReplayReport, Stage, StageTimes, StartError, Started,
+        measure_floors, module_floor_s, replay_launching, shards_cached_fraction, start, Executables, Floors, Launches,
+        OutputCheck, RankLink, ReplayReport, Stage, StageTimes, StartError, Started,
     },
     shards::MIB,
     Core,
@@ -95,6 +95,7 @@ pub fn replay_and_check(
     // Before the restore reads them: how much of the shard files the page cache holds
     // decides which read floor the upload is held against.
     let cached = shards_cached_fraction(core).map_err(|e| Verdict::Failed(e.to_string()))?;
+    let loads_modules = matches!(executables, Executables::Rebuild);
     let report = replay_launching(core, ctx, executables, launches).map_err(|f| match f.error {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
@@ -106,9 +107,16 @@ pub fn replay_and_check(
     let measured_at = Instant::now();
     let floors =
         floors_as_found(core, ctx, cached).map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
+    // A handed-over restore loads no modules, so its floor holds none.
+    let module_floor_s = loads_modules
+        .then(|| module_floor_s(core, ctx))
+        .transpose()
+        .map_err(|e| Verdict::Failed(format!("load the modules again alone: {e}")))?;
     before.push((Stage::MeasureFloors, measured_at.elapsed().as_secs_f64()));
     let (mut metrics, restored) = replay_metrics(core, &report, &before);
-    metrics.extend(floor_metrics(&restored, &floors, Unavoidable { context_s, module_floor_s: 0.0 }));
+    metrics.extend(module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
+    let unavoidable = Unavoidable { context_s, module_floor_s: module_floor_s.unwrap_or(0.0) };
+    metrics.extend(floor_metrics(&restored, &floors, unavoidable));
     metrics.extend([measured("shards-cached-fraction", cached, "1")]);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
     metrics.extend([

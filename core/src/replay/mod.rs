@@ -390,6 +390,12 @@ pub fn measure_floors(core: &Core, ctx: &Context, cold: bool) -> Result<Floors, 
     floors::measure(core, ctx, Staging::default(), cold)
 }
 
+/// Seconds `core`'s modules take to load with nothing else running, on the threads a
+/// restore loads them on: the floor of its modules. For reporting, not part of a restore.
+pub fn module_floor_s(core: &Core, ctx: &Context) -> Result<f64, ReplayError> {
+    load_modules(core, ctx).map(|(_, seconds)| seconds)
+}
+
 /// Stage times, a stage met again adding to its total; the stage that failed and the
 /// template being launched, for a [`StageFailure`].
 #[derive(Default)]
