@@ -11,7 +11,7 @@ use std::{
 };
 
 use gnomon_core::{
-    cuda::{driver_version, ArenaMapping, Context, Function, NodeKind, RetainedGraph},
+    cuda::{driver_version, ArenaMapping, Context, Function, NodeInfo, NodeKind, RetainedGraph},
     export::{Exporter, ModuleImage},
     format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
@@ -143,21 +143,20 @@ pub struct Exported {
     pub export_s: f64,
 }
 
-/// The bytes each memset and device-to-device copy of `graphs` touches, `(address, len)`.
-fn touched(graphs: &[(String, RetainedGraph)]) -> Result<Vec<(u64, u64)>, KitError> {
+/// The bytes each memset and device-to-device copy of the templates' `nodes` touches,
+/// `(address, len)`.
+fn touched(nodes: &[Vec<NodeInfo>]) -> Vec<(u64, u64)> {
     let mut ranges = Vec::new();
-    for (_, graph) in graphs {
-        for node in graph.nodes()? {
-            match node.kind {
-                NodeKind::Memset { dst, element_size, count, .. } => {
-                    ranges.push((dst, u64::from(element_size).saturating_mul(count)))
-                }
-                NodeKind::Memcpy { dst, src, bytes, host: None } => ranges.extend([(dst, bytes), (src, bytes)]),
-                _ => {}
+    for node in nodes.iter().flatten() {
+        match node.kind {
+            NodeKind::Memset { dst, element_size, count, .. } => {
+                ranges.push((dst, u64::from(element_size).saturating_mul(count)))
             }
+            NodeKind::Memcpy { dst, src, bytes, host: None } => ranges.extend([(dst, bytes), (src, bytes)]),
+            _ => {}
         }
     }
-    Ok(ranges)
+    ranges
 }
 
 /// Exports `request.graphs`, captured in the arena `mapping` maps, as a core.
@@ -176,10 +175,12 @@ pub fn export(
         // SAFETY: the caller hands live graphs of this process's primary context.
         .map(|(name, raw)| Ok((name.clone(), unsafe { RetainedGraph::clone_of(ctx, *raw) }?)))
         .collect::<Result<Vec<_>, KitError>>()?;
-    outside::check(&graphs, &request.outside)?;
+    // Read from the driver once for the two checks that look at every node.
+    let nodes = graphs.iter().map(|(_, g)| g.nodes()).collect::<Result<Vec<_>, _>>()?;
+    outside::check(graphs.iter().map(|(name, _)| name.as_str()).zip(&nodes), &request.outside)?;
     let Heard { images, loaders } = recorder.heard(ctx);
     let kernels = Kernels::resolve(ctx, &graphs, &images, &loaders)?;
-    let allocations = &allocations.joined(&touched(&graphs)?);
+    let allocations = &allocations.joined(&touched(&nodes));
     let declared = declare(allocations, &request.tensors)?;
     let arena = Arena {
         base: allocations.base(),

@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use gnomon_core::cuda::{NodeKind, RetainedGraph};
+use gnomon_core::cuda::{NodeInfo, NodeKind};
 
 use crate::errors::KitError;
 
@@ -23,22 +23,20 @@ pub struct LiveBlock {
     pub pool: String,
 }
 
-/// Refuses the first node of `graphs` that holds an address in one of `outside`.
-pub fn check(graphs: &[(String, RetainedGraph)], outside: &[LiveBlock]) -> Result<(), KitError> {
+/// Refuses the first node of the templates, `(name, nodes)`, that holds an address in one
+/// of `outside`.
+pub fn check<'n>(
+    templates: impl IntoIterator<Item = (&'n str, &'n Vec<NodeInfo>)>,
+    outside: &[LiveBlock],
+) -> Result<(), KitError> {
     if outside.is_empty() {
         return Ok(());
     }
-    for (template, graph) in graphs {
-        for node in graph.nodes()? {
+    for (template, nodes) in templates {
+        for node in nodes {
             if let Some((what, address, block)) = pointing(&node.kind, outside) {
-                let pool = block.pool.clone();
-                return Err(KitError::PointsOutside {
-                    template: template.clone(),
-                    node: node.id.0,
-                    what,
-                    address,
-                    pool,
-                });
+                let (template, node, pool) = (template.to_owned(), node.id.0, block.pool.clone());
+                return Err(KitError::PointsOutside { template, node, what, address, pool });
             }
         }
     }
