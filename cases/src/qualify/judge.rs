@@ -207,7 +207,6 @@ fn judge_restored(
     // for the rebuild that is read back.
     drop(report);
     let module_floor_s = judge_attributes(v, core, ctx);
-    metrics.extend(module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
     let no_floor = floors_of(core, ctx, cached, &restored, started.context_s, module_floor_s)
         .map(|floors| metrics.extend(floors))
         .err();
@@ -257,7 +256,7 @@ fn floors_of(
     context_s: f64,
     module_floor_s: Option<f64>,
 ) -> Result<Metrics, String> {
-    let module_floor_s = module_floor_s.ok_or("the modules were not loaded again alone")?;
+    module_floor_s.ok_or("the modules were not loaded again alone")?;
     let floors = floors_as_found(core, ctx, cached?).map_err(|e| format!("measuring it failed: {e}"))?;
     Ok(floor_metrics(restored, &floors, Unavoidable { context_s, module_floor_s }))
 }

@@ -95,7 +95,6 @@ pub fn replay_and_check(
     // Before the restore reads them: how much of the shard files the page cache holds
     // decides which read floor the upload is held against.
     let cached = shards_cached_fraction(core).map_err(|e| Verdict::Failed(e.to_string()))?;
-    let loads_modules = matches!(executables, Executables::Rebuild);
     let report = replay_launching(core, ctx, executables, launches).map_err(|f| match f.error {
         ReplayError::Cuda(e @ CudaError::AddressNotHonoured { .. }) => Verdict::Blocked(e.to_string()),
         other => Verdict::Failed(format!("replay: {other}")),
@@ -108,15 +107,13 @@ pub fn replay_and_check(
     let floors =
         floors_as_found(core, ctx, cached).map_err(|e| Verdict::Failed(format!("measure the upload floors: {e}")))?;
     // A handed-over restore loads no modules, so its floor holds none.
-    let module_floor_s = loads_modules
+    let module_floor_s = rebuilt(&report)
         .then(|| module_floor_s(core, ctx))
         .transpose()
         .map_err(|e| Verdict::Failed(format!("load the modules again alone: {e}")))?;
     before.push((Stage::MeasureFloors, measured_at.elapsed().as_secs_f64()));
     let (mut metrics, restored) = replay_metrics(core, &report, &before);
-    metrics.extend(module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
-    let unavoidable = Unavoidable { context_s, module_floor_s: module_floor_s.unwrap_or(0.0) };
-    metrics.extend(floor_metrics(&restored, &floors, unavoidable));
+    metrics.extend(floor_metrics(&restored, &floors, Unavoidable { context_s, module_floor_s }));
     metrics.extend([measured("shards-cached-fraction", cached, "1")]);
     let covered: f64 = before.iter().map(|(_, s)| s).sum();
     metrics.extend([
@@ -160,7 +157,13 @@ pub(crate) struct Restored {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Unavoidable {
     pub context_s: f64,
-    pub module_floor_s: f64,
+    /// Where the restore loaded modules (it rebuilt its templates).
+    pub module_floor_s: Option<f64>,
+}
+
+/// Whether a restore rebuilt its templates (a direct handover is handed them).
+pub(crate) fn rebuilt(report: &ReplayReport) -> bool {
+    report.ready_s > 0.0
 }
 
 /// Stage timings and the scale metrics of a restore, and its figures for a floor.
@@ -192,7 +195,7 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
     metrics.extend(rival_speedup(&m.producer_seconds, total));
     // Modules load and templates are built and instantiated during the upload: the
     // stages are what the restore waited for after it, these their own times.
-    let (rebuilt, ready) = (report.ready_s > 0.0, report.ready_s);
+    let (rebuilt, ready) = (rebuilt(report), report.ready_s);
     if rebuilt {
         metrics.extend([
             measured("restore-us-per-node", ready / nodes.max(1) as f64 * 1e6, "us/node"),
@@ -214,7 +217,8 @@ pub(crate) fn floor_metrics(restored: &Restored, floors: &Floors, unavoidable: U
     let per_node_us = floors.driver_us_per_node;
     let node_floor_s = restored.ready_s.map_or(0.0, |_| restored.nodes as f64 * per_node_us / 1e6);
     let bytes_floor_s = restored.bytes as f64 / (floor_gbps * 1e9);
-    let floor_s = unavoidable.context_s + unavoidable.module_floor_s + bytes_floor_s + node_floor_s;
+    let module_floor_s = unavoidable.module_floor_s.unwrap_or(0.0);
+    let floor_s = unavoidable.context_s + module_floor_s + bytes_floor_s + node_floor_s;
     let mut metrics = Metrics::from([
         measured("read-floor-gbps", floors.read_gbps, "GB/s"),
         measured("read-floor-cold", if floors.cold { 1.0 } else { 0.0 }, "1"),
@@ -224,6 +228,7 @@ pub(crate) fn floor_metrics(restored: &Restored, floors: &Floors, unavoidable: U
         measured("restore-floor-s", floor_s, "s"),
         measured("restore-over-floor", restored.total_s / floor_s, "1"),
     ]);
+    metrics.extend(unavoidable.module_floor_s.map(|s| measured("restore-module-floor-s", s, "s")));
     if let Some(ready) = restored.ready_s {
         let over = ready / restored.nodes.max(1) as f64 * 1e6 / per_node_us;
         metrics.extend([measured("restore-over-driver-floor", over, "1")]);
@@ -407,7 +412,7 @@ mod tests {
         let floors = Floors { read_gbps: 20.0, pinned_h2d_gbps: 50.0, cold: false, driver_us_per_node: 4.0 };
         let rebuilt =
             Restored { total_s: 1.0, upload_gbps: 20.0, bytes: 10_000_000_000, nodes: 1000, ready_s: Some(0.01) };
-        let unavoidable = Unavoidable { context_s: 0.1, module_floor_s: 0.2 };
+        let unavoidable = Unavoidable { context_s: 0.1, module_floor_s: Some(0.2) };
         let value = |m: &Metrics, name: &str| m.get(name).map(|m| (m.value * 1e6).round() / 1e6);
         let metrics = floor_metrics(&rebuilt, &floors, unavoidable);
         // 0.1 + 0.2 + 10 GB / 20 GB/s + 1 000 × 4 us.
@@ -415,11 +420,13 @@ mod tests {
         assert_eq!(value(&metrics, "restore-over-floor"), Some((1.0 / 0.804 * 1e6f64).round() / 1e6));
         assert_eq!(value(&metrics, "upload-fraction-of-floor"), Some(1.0));
         assert_eq!(value(&metrics, "restore-over-driver-floor"), Some(2.5));
+        assert_eq!(value(&metrics, "restore-module-floor-s"), Some(0.2));
         // Handed executables: no nodes built, none in the floor.
         let handed = Restored { ready_s: None, ..rebuilt };
-        let metrics = floor_metrics(&handed, &floors, Unavoidable { context_s: 0.0, module_floor_s: 0.0 });
+        let metrics = floor_metrics(&handed, &floors, Unavoidable { context_s: 0.0, module_floor_s: None });
         assert_eq!(value(&metrics, "restore-floor-s"), Some(0.5));
         assert_eq!(value(&metrics, "restore-over-driver-floor"), None);
+        assert_eq!(value(&metrics, "restore-module-floor-s"), None);
     }
 
     #[test]
