@@ -32,9 +32,9 @@ static INSTANTIATING_THREAD_SETUP: OnceLock<fn()> = OnceLock::new();
 
 /// Has every thread of [`instantiate_fed`] run `setup` before its first instantiation:
 /// the binary, which owns the allocator, gives them a heap of their own. The first setup
-/// set stays; returns whether this one is it.
-pub fn on_instantiating_threads(setup: fn()) -> bool {
-    INSTANTIATING_THREAD_SETUP.set(setup).is_ok()
+/// set stays.
+pub fn on_instantiating_threads(setup: fn()) {
+    let _a_later_setup_is_ignored = INSTANTIATING_THREAD_SETUP.set(setup);
 }
 
 /// Executables alive in this process: how a case proves an operation made none.
