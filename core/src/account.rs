@@ -61,14 +61,21 @@ fn varying(m: &Manifest) -> Vec<String> {
     let mut said = Vec::new();
     for e in &m.expectations {
         for (o, v) in e.outputs.iter().filter_map(|o| Some((o, o.variation.as_ref()?))) {
-            let from = match v.nodes.first() {
-                Some(node) => format!(", from node {node}"),
-                None => String::new(),
+            let from = match v.nodes.as_slice() {
+                [] => String::new(),
+                [node] => format!(", from node {node}"),
+                [node, ..] => format!(", from {} nodes of its kernel, {node} first", v.nodes.len()),
             };
-            let digests = v.sha256s.len() + 1;
+            let envelope = v.envelope();
+            let seen = match &v.spread_of {
+                Some(of) => {
+                    format!("1 digest over {} launches, the spread of {}/{}", v.launches, of.template, of.buffer)
+                }
+                None => format!("{} digests over {} launches", v.sha256s.len() + 1, v.launches),
+            };
             said.push(format!(
-                "{}/{} ({digests} digests over {} launches, {} ULP{from})",
-                e.template, o.buffer, v.launches, v.max_ulp
+                "{}/{} ({seen}: |x − first| ≤ {:.3e} + {:.3e}·|first|, at most {:.4} of elements{from})",
+                e.template, o.buffer, envelope.atol, envelope.rtol, v.differing_fraction
             ));
         }
     }

@@ -1,7 +1,11 @@
-//! How far apart two launches' outputs are, element by element: what an exporter records
-//! of an output that varies from launch to launch, and what a judge holds a replayed
-//! output to. Floating-point elements are compared in units in the last place (ULP) of
-//! their own type and in absolute value; other elements only bitwise.
+//! How far launches of one output lie from its first launch, in the data's own units: what
+//! an exporter records of an output that varies from launch to launch, and the envelope
+//! a judge holds a replayed output to. An element agrees with the first launch's when
+//! `|x − first| ≤ atol + rtol·|first|` ([`Envelope`]), as `torch.testing.assert_close`
+//! reads it; `atol` and `rtol` are fitted to what the launches showed. Distances in ULP
+//! are kept only as a description: across zero, neighbouring values of opposite sign lie
+//! billions of ULP apart, and a bfloat16 allowance of thousands of ULP covers every value.
+//! Non-float elements compare bitwise.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +33,18 @@ impl Element {
 
     pub fn is_float(self) -> bool {
         self != Element::Bytes
+    }
+
+    /// Half the distance from 1 to the next value of the type: the relative size of one
+    /// rounding, the first rung of the relative tolerances an envelope is fitted from.
+    fn unit_roundoff(self) -> f64 {
+        match self {
+            Element::Float64 => f64::EPSILON / 2.0,
+            Element::Float32 => f32::EPSILON as f64 / 2.0,
+            Element::Float16 => 2f64.powi(-11),
+            Element::Bfloat16 => 2f64.powi(-8),
+            Element::Bytes => 0.0,
+        }
     }
 
     /// The element type of a PyTorch dtype's name (`torch.bfloat16`, `bfloat16`); any
@@ -62,60 +78,207 @@ impl Element {
         let ordered = if bits & sign == 0 { bits as i64 } else { -((bits & !sign) as i64) };
         (value, (!value.is_nan()).then_some(ordered))
     }
+
+    /// The pairs of elements of `a` and `b` whose bits differ: each side's value and
+    /// ordered bits, decoded once.
+    fn differing<'b>(self, a: &'b [u8], b: &'b [u8]) -> impl Iterator<Item = Pair> + 'b {
+        let size = self.size();
+        a.chunks_exact(size)
+            .zip(b.chunks_exact(size))
+            .enumerate()
+            .filter(|(_, (x, y))| x != y)
+            .map(move |(i, _)| Pair { first: self.at(a, i), other: self.at(b, i) })
+    }
 }
 
-/// How two outputs of equal length differ.
+/// One element on both sides: value, and ordered bits (`None` for a NaN).
+struct Pair {
+    first: (f64, Option<i64>),
+    other: (f64, Option<i64>),
+}
+
+/// Relative tolerances an envelope is fitted from: 0, then the element's unit roundoff
+/// times 1, 2, 4, … 2²³. Fitting from a ladder, not from the data's every ratio, costs a
+/// fixed number of operations per element and gives at most twice the best `rtol`.
+const RUNGS: usize = 25;
+
+fn rung(element: Element, j: usize) -> f64 {
+    match j {
+        0 => 0.0,
+        j => element.unit_roundoff() * 2f64.powi(j as i32 - 1),
+    }
+}
+
+/// `|x − first| ≤ atol + rtol·|first|` for every element: what one launch may be from the
+/// first, in the data's own units.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Spread {
+pub struct Envelope {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+/// How one output held against an envelope.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fit {
     pub elements: u64,
+    /// Elements whose bits differ from the first launch's.
+    pub differing: u64,
+    /// Elements past the envelope, a NaN on one side only, or differing non-floats.
+    pub outside: u64,
+    /// The largest share of its allowance any differing element used (above 1: outside).
+    pub worst_share: f64,
+    pub max_abs: f64,
+}
+
+impl Envelope {
+    /// `got` against `first`, element by element. Lengths that differ, or that are not a
+    /// whole number of elements, are all outside.
+    pub fn holds(&self, element: Element, first: &[u8], got: &[u8]) -> Fit {
+        let size = element.size();
+        let elements = (first.len() / size) as u64;
+        if first.len() != got.len() || first.len() % size != 0 {
+            return Fit {
+                elements,
+                differing: elements,
+                outside: elements.max(1),
+                worst_share: f64::INFINITY,
+                ..Fit::default()
+            };
+        }
+        let mut fit = Fit { elements, ..Fit::default() };
+        for pair in element.differing(first, got) {
+            let (f, x) = (pair.first.0, pair.other.0);
+            fit.differing += 1;
+            if !element.is_float() {
+                fit.outside += 1;
+                continue;
+            }
+            let share = match (f.is_nan(), x.is_nan()) {
+                (true, true) => continue,
+                (false, false) if f.is_finite() && x.is_finite() => {
+                    let d = (x - f).abs();
+                    fit.max_abs = fit.max_abs.max(d);
+                    if d == 0.0 {
+                        continue;
+                    }
+                    d / (self.atol + self.rtol * f.abs())
+                }
+                _ => f64::INFINITY,
+            };
+            fit.worst_share = fit.worst_share.max(share);
+            fit.outside += u64::from(share > 1.0);
+        }
+        fit
+    }
+
+    /// The envelope widened by `margin`.
+    pub fn times(self, margin: f64) -> Self {
+        Self { atol: self.atol * margin, rtol: self.rtol * margin }
+    }
+}
+
+/// The margin a judge widens a recorded spread by unless told otherwise.
+pub const DEFAULT_MARGIN: f64 = 4.0;
+
+/// What a judge lets an output that no launch gave be: within an envelope, with at most a
+/// fraction of its elements differing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Allowance {
+    pub envelope: Envelope,
+    pub fraction: f64,
+}
+
+impl Allowance {
+    /// A recorded envelope and differing fraction, each widened by `margin` (a fraction
+    /// never past 1).
+    pub fn widened(envelope: Envelope, differing_fraction: f64, margin: f64) -> Self {
+        Self { envelope: envelope.times(margin), fraction: (differing_fraction * margin).min(1.0) }
+    }
+
+    /// How `got` holds against `first`, and whether it is allowed.
+    pub fn judge(&self, element: Element, first: &[u8], got: &[u8]) -> (Fit, bool) {
+        let fit = self.envelope.holds(element, first, got);
+        let allowed = fit.outside == 0 && fit.differing as f64 <= self.fraction * fit.elements as f64;
+        (fit, allowed)
+    }
+}
+
+/// How launches of one output differed from its first launch, gathered launch by launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    element: Element,
+    pub elements: u64,
+    /// The most elements one launch changed.
     pub differing: u64,
     /// Largest absolute difference of two numbers (0 for `Bytes`).
     pub max_abs: f64,
-    /// Largest distance in ULP of the element type (0 for `Bytes`).
+    /// Largest distance in ULP of the element type (0 for `Bytes`): a description only.
     pub max_ulp: u64,
-    /// Elements where one side is NaN and the other not, or `Bytes` that differ: no
-    /// tolerance covers them.
+    /// Elements where one side is NaN or infinite and the other not, or `Bytes` that
+    /// differ: no tolerance covers them.
     pub incomparable: u64,
+    /// The mean magnitude of the first launch's finite elements: what an envelope's `rtol`
+    /// is weighed by.
+    mean_magnitude: f64,
+    /// For each rung's `rtol`, the smallest `atol` that covered every element seen.
+    atol_at: [f64; RUNGS],
 }
 
 impl Spread {
-    /// `a` against `b`, element by element. Lengths that differ, or that are not a whole
-    /// number of elements, are all incomparable.
-    pub fn between(element: Element, a: &[u8], b: &[u8]) -> Self {
+    /// A spread of launches of `first` that have not differed yet.
+    pub fn of_first(element: Element, first: &[u8]) -> Self {
         let size = element.size();
-        let elements = (a.len() / size) as u64;
-        if a.len() != b.len() || a.len() % size != 0 {
-            return Self { elements, differing: elements, incomparable: elements.max(1), ..Self::default() };
-        }
-        let mut spread = Self { elements, ..Self::default() };
-        for (i, (x, y)) in a.chunks_exact(size).zip(b.chunks_exact(size)).enumerate() {
-            if x == y {
-                continue;
-            }
-            spread.differing += 1;
-            let ((vx, ox), (vy, oy)) = (element.at(a, i), element.at(b, i));
-            match (element.is_float(), ox, oy) {
-                (true, Some(ox), Some(oy)) => {
-                    spread.max_ulp = spread.max_ulp.max(ox.abs_diff(oy));
-                    spread.max_abs = spread.max_abs.max((vx - vy).abs());
+        let (mut sum, mut count) = (0.0, 0u64);
+        if element.is_float() {
+            for i in 0..first.len() / size {
+                let v = element.at(first, i).0;
+                if v.is_finite() {
+                    sum += v.abs();
+                    count += 1;
                 }
-                // Two NaNs of different payload are both NaN.
-                (true, None, None) => {}
-                _ => spread.incomparable += 1,
             }
         }
-        spread
+        Self {
+            element,
+            elements: (first.len() / size) as u64,
+            differing: 0,
+            max_abs: 0.0,
+            max_ulp: 0,
+            incomparable: 0,
+            mean_magnitude: if count == 0 { 0.0 } else { sum / count as f64 },
+            atol_at: [0.0; RUNGS],
+        }
     }
 
-    /// The larger of two spreads, field by field.
-    pub fn widest(self, other: Self) -> Self {
-        Self {
-            elements: self.elements.max(other.elements),
-            differing: self.differing.max(other.differing),
-            max_abs: self.max_abs.max(other.max_abs),
-            max_ulp: self.max_ulp.max(other.max_ulp),
-            incomparable: self.incomparable.max(other.incomparable),
+    /// Widens the spread by a launch that gave `other` where the first gave `first`.
+    /// Lengths that differ are all incomparable.
+    pub fn add(&mut self, first: &[u8], other: &[u8]) {
+        let size = self.element.size();
+        if first.len() != other.len() || first.len() % size != 0 {
+            self.differing = self.elements;
+            self.incomparable = self.incomparable.max(self.elements.max(1));
+            return;
         }
+        let (mut differing, mut incomparable) = (0, 0);
+        let rungs: [f64; RUNGS] = std::array::from_fn(|j| rung(self.element, j));
+        for Pair { first: (f, of), other: (x, ox) } in self.element.differing(first, other) {
+            differing += 1;
+            match (self.element.is_float() && f.is_finite() && x.is_finite(), of, ox) {
+                (true, Some(of), Some(ox)) => {
+                    let (d, a) = ((x - f).abs(), f.abs());
+                    self.max_abs = self.max_abs.max(d);
+                    self.max_ulp = self.max_ulp.max(of.abs_diff(ox));
+                    for (atol, r) in self.atol_at.iter_mut().zip(rungs) {
+                        *atol = atol.max(d - r * a);
+                    }
+                }
+                // Two NaNs of different payload are both NaN.
+                _ if self.element.is_float() && f.is_nan() && x.is_nan() => {}
+                _ => incomparable += 1,
+            }
+        }
+        self.differing = self.differing.max(differing);
+        self.incomparable = self.incomparable.max(incomparable);
     }
 
     pub fn differing_fraction(&self) -> f64 {
@@ -123,6 +286,18 @@ impl Spread {
             0 => 0.0,
             n => self.differing as f64 / n as f64,
         }
+    }
+
+    /// The envelope that held every element seen, tightest on average: of the ladder's
+    /// `rtol`s, the one whose `atol + rtol × mean magnitude` is smallest.
+    pub fn envelope(&self) -> Envelope {
+        (0..RUNGS)
+            .map(|j| Envelope { atol: self.atol_at[j], rtol: rung(self.element, j) })
+            .min_by(|a, b| {
+                let cost = |e: &Envelope| e.atol + e.rtol * self.mean_magnitude;
+                cost(a).total_cmp(&cost(b))
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -134,37 +309,107 @@ mod tests {
         values.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect()
     }
 
-    #[test]
-    fn neighbouring_floats_are_one_ulp_apart_across_zero_too() {
-        let one = 1.0f32;
-        let next = f32::from_bits(one.to_bits() + 1);
-        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        let s = Spread::between(Element::Float32, &bytes(&[one, 2.0, 0.0]), &bytes(&[next, 2.0, -0.0]));
-        assert_eq!((s.elements, s.differing, s.max_ulp, s.incomparable), (3, 2, 1, 0));
-        assert_eq!(s.max_abs, (next - one) as f64);
-        let tiny = f32::from_bits(1);
-        let s = Spread::between(Element::Float32, &bytes(&[tiny]), &bytes(&[-tiny]));
-        assert_eq!(s.max_ulp, 2);
+    fn f32s(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
+    fn spread(element: Element, first: &[u8], others: &[&[u8]]) -> Spread {
+        let mut s = Spread::of_first(element, first);
+        others.iter().for_each(|o| s.add(first, o));
+        s
+    }
+
+    /// The case: a value crossing zero is billions of ULP away in fp32, and a few
+    /// hundredths in the data's units; the envelope says the latter.
     #[test]
-    fn bfloat16_differences_count_in_its_own_ulp() {
-        // 1.0 and the next bfloat16 (1 + 2^-7).
-        let s = Spread::between(Element::Bfloat16, &bf16s(&[1.0, 3.0]), &bf16s(&[1.0078125, 3.0]));
-        assert_eq!((s.differing, s.max_ulp, s.max_abs), (1, 1, 0.0078125));
-        assert_eq!(s.differing_fraction(), 0.5);
+    fn a_value_crossing_zero_is_near_in_the_datas_units_however_far_in_ulp() {
+        let first = f32s(&[1e-9, 2.0, -3.0]);
+        let s = spread(Element::Float32, &first, &[&f32s(&[-0.03, 2.0, -3.0])]);
+        assert!(s.max_ulp > 1_000_000_000, "{}", s.max_ulp);
+        assert!((s.max_abs - 0.03).abs() < 1e-6);
+        let e = s.envelope();
+        assert!((e.atol - 0.03).abs() < 1e-6 && e.rtol == 0.0, "{e:?}");
+        let fit = e.times(4.0).holds(Element::Float32, &first, &f32s(&[0.1, 2.0, -3.0]));
+        assert_eq!((fit.differing, fit.outside), (1, 0));
+        let fit = e.times(4.0).holds(Element::Float32, &first, &f32s(&[0.2, 2.0, -3.0]));
+        assert_eq!(fit.outside, 1, "0.2 is past four times 0.03");
+    }
+
+    /// In bfloat16, 30 000 ULP cover every value there is; a relative envelope fitted to
+    /// one-rounding flips still refuses a value twice as large.
+    #[test]
+    fn bfloat16_rounding_flips_fit_a_relative_envelope() {
+        let first = bf16s(&[1.0, 100.0, -8.0, 0.5]);
+        let flipped = bf16s(&[1.0078125, 100.5, -8.0625, 0.5]);
+        let s = spread(Element::Bfloat16, &first, &[&flipped]);
+        let e = s.envelope();
+        assert_eq!(e.atol, 0.0, "{e:?}");
+        assert!(e.rtol >= 2f64.powi(-7) && e.rtol <= 2f64.powi(-6), "{e:?}");
+        assert_eq!(s.differing_fraction(), 0.75);
+        let doubled = bf16s(&[2.0, 100.0, -8.0, 0.5]);
+        assert_eq!(e.times(4.0).holds(Element::Bfloat16, &first, &doubled).outside, 1);
+        let inverted: Vec<u8> = first.iter().map(|b| !b).collect();
+        assert_eq!(e.times(4.0).holds(Element::Bfloat16, &first, &inverted).outside, 4, "every byte inverted");
+    }
+
+    /// Large values that moved in proportion and small ones that moved a little in
+    /// absolute terms need both terms; the fit takes the pair of least mean allowance.
+    #[test]
+    fn an_envelope_takes_both_terms_where_the_data_needs_both() {
+        let first = f32s(&[1000.0, 0.001, 1.0, 1.0]);
+        let other = f32s(&[1000.0 * (1.0 + 2e-5), 0.0011, 1.0, 1.0]);
+        let e = spread(Element::Float32, &first, &[&other]).envelope();
+        assert!(e.rtol > 0.0 && e.atol > 0.0, "{e:?}");
+        assert!(e.atol < 1e-3, "the large value's difference (0.02) is not taken as absolute: {e:?}");
+        assert_eq!(e.holds(Element::Float32, &first, &other).outside, 0, "it holds what it was fitted to");
     }
 
     #[test]
     fn nan_against_a_number_and_differing_bytes_take_no_tolerance() {
-        let s = Spread::between(Element::Bfloat16, &bf16s(&[f32::NAN, 1.0]), &bf16s(&[1.0, 1.0]));
+        let first = bf16s(&[f32::NAN, 1.0]);
+        let s = spread(Element::Bfloat16, &first, &[&bf16s(&[1.0, 1.0])]);
+        assert_eq!((s.differing, s.incomparable), (1, 1));
+        let wide = Envelope { atol: 1e9, rtol: 1.0 };
+        assert_eq!(wide.holds(Element::Bfloat16, &first, &bf16s(&[1.0, 1.0])).outside, 1);
+        let other_nan = [0xc1, 0x7f, 0x80, 0x3f];
+        assert_eq!(
+            wide.holds(Element::Bfloat16, &first, &other_nan),
+            Fit { elements: 2, differing: 1, ..Fit::default() }
+        );
+        let s = spread(Element::Bytes, &[1, 2, 3], &[&[1, 2, 4]]);
         assert_eq!((s.differing, s.incomparable, s.max_ulp), (1, 1, 0));
-        let s = Spread::between(Element::Bfloat16, &bf16s(&[f32::NAN]), &[0xc1, 0x7f]);
-        assert_eq!((s.differing, s.incomparable), (1, 0), "two NaNs");
-        let s = Spread::between(Element::Bytes, &[1, 2, 3], &[1, 2, 4]);
-        assert_eq!((s.differing, s.incomparable, s.max_ulp), (1, 1, 0));
-        let s = Spread::between(Element::Float32, &[0; 8], &[0; 4]);
-        assert!(s.incomparable > 0, "lengths differ");
+        assert_eq!(wide.holds(Element::Bytes, &[1, 2, 3], &[1, 2, 4]).outside, 1);
+        assert_eq!(wide.holds(Element::Float32, &[0; 8], &[0; 4]).outside, 2, "lengths differ");
+        let s = spread(Element::Float32, &[0; 8], &[&[0; 12]]);
+        assert_eq!((s.differing, s.incomparable), (2, 2), "lengths differ");
+    }
+
+    #[test]
+    fn infinities_agree_only_with_themselves() {
+        let first = f32s(&[f32::INFINITY, 1.0]);
+        let wide = Envelope { atol: 1e30, rtol: 1.0 };
+        assert_eq!(wide.holds(Element::Float32, &first, &f32s(&[f32::MAX, 1.0])).outside, 1);
+        assert_eq!(wide.holds(Element::Float32, &first, &first).differing, 0);
+        let s = spread(Element::Float32, &first, &[&f32s(&[f32::MAX, 1.0])]);
+        assert_eq!(s.incomparable, 1);
+    }
+
+    #[test]
+    fn nothing_allowed_refuses_any_difference() {
+        let first = f32s(&[0.0, 1.0]);
+        let fit = Envelope::default().holds(Element::Float32, &first, &f32s(&[0.0, 1.0000001]));
+        assert_eq!((fit.outside, fit.worst_share), (1, f64::INFINITY));
+        let same = Envelope::default().holds(Element::Float32, &first, &f32s(&[-0.0, 1.0]));
+        assert_eq!((same.differing, same.outside), (1, 0), "-0 equals 0 in value");
+    }
+
+    /// The most elements one launch changed, not their sum over launches.
+    #[test]
+    fn the_differing_fraction_is_the_widest_launchs() {
+        let first = f32s(&[1.0, 2.0, 3.0, 4.0]);
+        let s = spread(Element::Float32, &first, &[&f32s(&[1.5, 2.0, 3.0, 4.0]), &f32s(&[1.0, 2.5, 3.5, 4.0])]);
+        assert_eq!((s.differing, s.differing_fraction()), (2, 0.5));
+        assert_eq!(s.envelope().holds(Element::Float32, &first, &f32s(&[1.5, 2.5, 3.5, 4.0])).outside, 0);
     }
 
     #[test]
@@ -183,19 +428,5 @@ mod tests {
         for (dtype, element) in named {
             assert_eq!(Element::of_dtype(dtype), element, "{dtype}");
         }
-    }
-
-    #[test]
-    fn outputs_of_other_lengths_are_wholly_incomparable() {
-        let s = Spread::between(Element::Float32, &[0; 8], &[0; 12]);
-        assert_eq!(s, Spread { elements: 2, differing: 2, incomparable: 2, ..Spread::default() });
-    }
-
-    #[test]
-    fn the_widest_spread_takes_each_field_from_either_side() {
-        let a = Spread { elements: 4, differing: 1, max_abs: 0.5, max_ulp: 7, incomparable: 0 };
-        let b = Spread { elements: 4, differing: 3, max_abs: 0.25, max_ulp: 9, incomparable: 1 };
-        let widest = Spread { elements: 4, differing: 3, max_abs: 0.5, max_ulp: 9, incomparable: 1 };
-        assert_eq!((a.widest(b), b.widest(a)), (widest, widest));
     }
 }

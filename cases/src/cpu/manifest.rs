@@ -550,6 +550,23 @@ pub fn corruptions() -> Vec<Corruption> {
             unsettled!("for bytes neither max-abs nor max-ulp"),
         ),
         row("v3-variation-unknown-node", |d| vary(d, |v| v.nodes = vec!["n9".into()]), unsettled!("node `n9`")),
+        row("v3-variation-atol-alone", |d| vary(d, |v| v.rtol = None), unsettled!("both or neither")),
+        row("v3-variation-rtol-negative", |d| vary(d, |v| v.rtol = Some(-1e-3)), unsettled!("each finite ≥ 0")),
+        row(
+            "v3-variation-spread-taken-with-digests",
+            |d| vary(d, |v| v.spread_of = Some(output_ref("decode-b1"))),
+            unsettled!("takes another output's spread but lists 1 other digests of its own"),
+        ),
+        row(
+            "v3-variation-spread-of-its-own-template",
+            |d| {
+                vary(d, |v| {
+                    v.sha256s.clear();
+                    v.spread_of = Some(output_ref("decode-b1"));
+                })
+            },
+            unsettled!("takes the spread of template `decode-b1` output `y`, of its own template"),
+        ),
         row(
             "v3-variation-first-launch-missing",
             |d| {
@@ -668,6 +685,10 @@ fn timed(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Speed)) {
 fn vary(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Variation)) {
     *d = CoreDraft::varying();
     change(d.variation_mut());
+}
+
+fn output_ref(template: &str) -> gnomon_core::format::OutputRef {
+    gnomon_core::format::OutputRef { template: template.into(), buffer: "y".into() }
 }
 
 fn nothing_checked(d: &mut CoreDraft) {
@@ -845,7 +866,8 @@ pub fn cases() -> Vec<Case> {
             let v = core.manifest().expectations[0].outputs[0].variation.as_ref();
             ensure(v.is_some_and(|v| v.nodes == ["n1"]), || format!("its variation read back as {v:?}"))?;
             let lines = gnomon_core::account::Account::of(core.manifest()).lines();
-            let said = "outputs varying between launches: decode-b1/y (2 digests over 8 launches, 3 ULP, from node n1)";
+            let said = "outputs varying between launches: decode-b1/y (2 digests over 8 launches: \
+                        |x − first| ≤ 2.500e-1 + 9.537e-7·|first|, at most 0.2500 of elements, from node n1)";
             ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))
         }),
         Case::new("cpu/manifest/peer-ranges-accepted", CLAIM, |_| {

@@ -409,7 +409,7 @@ struct Agreed {
     metrics: Metrics,
     recorded: usize,
     tolerated: Vec<String>,
-    /// The largest fraction of its allowed ULP distance any tolerated output used.
+    /// The largest share of its allowance any element of a tolerated output used.
     worst_share: f64,
 }
 
@@ -418,11 +418,18 @@ impl Agreed {
         match agreement {
             Agreement::Bitwise => {}
             Agreement::Recorded => self.recorded += 1,
-            Agreement::Tolerated { max_ulp, allowed, max_abs } => {
-                self.worst_share = self.worst_share.max(max_ulp as f64 / allowed.max(1) as f64);
+            Agreement::Tolerated { differing, elements, fraction_allowed, worst_share, max_abs, allowed } => {
+                self.worst_share = self.worst_share.max(worst_share);
                 self.tolerated.push(format!(
-                    "`{}` `{}` launch {}: {max_ulp} ULP (absolute {max_abs:e}) of {allowed} allowed",
-                    o.template, o.buffer, o.launch
+                    "`{}` `{}` launch {}: {differing} of {elements} elements differ ({:.4} of {fraction_allowed:.4} \
+                     allowed), the farthest using {worst_share:.3} of |x − first| ≤ {:e} + {:e}·|first| \
+                     (largest absolute difference {max_abs:e})",
+                    o.template,
+                    o.buffer,
+                    o.launch,
+                    differing as f64 / elements.max(1) as f64,
+                    allowed.atol,
+                    allowed.rtol
                 ));
             }
         }

@@ -8,7 +8,9 @@ use std::{
 
 use serde::Deserialize;
 
-use super::agreement::{Rule, DEFAULT_MARGIN};
+use gnomon_core::spread::DEFAULT_MARGIN;
+
+use super::agreement::Rule;
 use crate::expectations::{Entry, Expectations};
 
 #[derive(Debug, Deserialize)]

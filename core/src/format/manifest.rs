@@ -590,17 +590,51 @@ pub struct Variation {
     pub launches: u32,
     /// Every other digest those launches gave.
     pub sha256s: Vec<String>,
-    /// The widest spread of any launch from the first, in absolute value and ULP.
+    /// The widest spread of any launch from the first, in absolute value and ULP (the
+    /// ULP distance describes; it is no tolerance).
     pub max_abs: f64,
     pub max_ulp: u64,
     /// Of the output's elements, the largest fraction one launch changed.
     pub differing_fraction: f64,
+    /// `|x − first| ≤ atol + rtol·|first|` held every element of every launch: the
+    /// envelope, fitted to the launches, that a judge widens by its margin. Both or
+    /// neither; a core written before them is judged with `atol = max-abs`, `rtol = 0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    /// The varying output whose spread (envelope and fraction) this one takes: its own
+    /// launches gave one digest, but its template runs a kernel found to vary in that
+    /// output's template, so it may vary too. `sha256s` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_of: Option<OutputRef>,
     /// The first launch's bytes (their digest is the output's `sha256`), which a replayed
     /// output no launch gave is held to within the tolerance.
     pub file: String,
     /// Nodes found to give different results from the same inputs, in capture order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+impl Variation {
+    /// The envelope a judge widens by its margin: the recorded one, or for a core written
+    /// before envelopes, the largest absolute difference alone.
+    pub fn envelope(&self) -> crate::spread::Envelope {
+        crate::spread::Envelope { atol: self.atol.unwrap_or(self.max_abs), rtol: self.rtol.unwrap_or(0.0) }
+    }
+
+    /// What a judge with `margin` lets an output no launch gave be.
+    pub fn allowance(&self, margin: f64) -> crate::spread::Allowance {
+        crate::spread::Allowance::widened(self.envelope(), self.differing_fraction, margin)
+    }
+}
+
+/// One output of one template.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct OutputRef {
+    pub template: String,
+    pub buffer: String,
 }
 
 /// Bytes as lowercase hex, the one spelling the format writes; uppercase is refused, so a

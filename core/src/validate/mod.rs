@@ -146,9 +146,14 @@ fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) 
     if !(2..=MAX_VARIATION_LAUNCHES).contains(&v.launches) {
         return fail(format!("variation over {} launches: 2 to {MAX_VARIATION_LAUNCHES} are recorded", v.launches));
     }
-    if v.sha256s.is_empty() || v.sha256s.len() >= v.launches as usize {
-        let n = v.sha256s.len();
-        return fail(format!("{n} other digests over {} launches: 1 to one fewer than the launches", v.launches));
+    match (&v.spread_of, v.sha256s.len()) {
+        (None, n) if n == 0 || n >= v.launches as usize => {
+            return fail(format!("{n} other digests over {} launches: 1 to one fewer than the launches", v.launches));
+        }
+        (Some(_), n) if n > 0 => {
+            return fail(format!("takes another output's spread but lists {n} other digests of its own: none"));
+        }
+        _ => {}
     }
     for d in &v.sha256s {
         digest(|| output_item(&template.name, &buffer.name), d)?;
@@ -162,6 +167,16 @@ fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) 
             "max-abs {}, max-ulp {}, differing-fraction {}: a finite max-abs ≥ 0, a fraction in (0, 1], \
              and for bytes neither max-abs nor max-ulp",
             v.max_abs, v.max_ulp, v.differing_fraction
+        ));
+    }
+    let tolerance_ok =
+        |t: Option<f64>| t.is_none_or(|t| t.is_finite() && t >= 0.0 && (v.element.is_float() || t == 0.0));
+    if v.atol.is_some() != v.rtol.is_some() || !tolerance_ok(v.atol) || !tolerance_ok(v.rtol) {
+        let said = |t: Option<f64>| t.map_or("absent".to_owned(), |t| t.to_string());
+        return fail(format!(
+            "atol {}, rtol {}: both or neither, each finite ≥ 0, and 0 for bytes",
+            said(v.atol),
+            said(v.rtol)
         ));
     }
     if v.file.is_empty() {
@@ -580,7 +595,36 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
             speed_is_a_measurement(&e.template, speed)?;
         }
     }
+    spreads_taken(m)?;
     checked(m)
+}
+
+/// An output that takes another's spread names a varying output of another template, of
+/// its element type, that varied in launches of its own.
+fn spreads_taken(m: &Manifest) -> Result {
+    let in_order: Vec<((&str, &str), &Variation)> = m
+        .expectations
+        .iter()
+        .flat_map(|e| e.outputs.iter().map(move |o| ((e.template.as_str(), o.buffer.as_str()), o.variation.as_ref())))
+        .filter_map(|(at, v)| Some((at, v?)))
+        .collect();
+    let varying: HashMap<(&str, &str), &Variation> = in_order.iter().copied().collect();
+    for ((template, buffer), v) in in_order {
+        let Some(of) = &v.spread_of else { continue };
+        let source = varying.get(&(of.template.as_str(), of.buffer.as_str()));
+        let why = match source {
+            _ if of.template == *template => "of its own template",
+            None => "which does not vary",
+            Some(s) if s.spread_of.is_some() => "which takes its spread from another in turn",
+            Some(s) if s.element != v.element => "of another element type",
+            Some(_) => continue,
+        };
+        return Err(E::Unsettled {
+            item: output_item(template, buffer),
+            what: format!("takes the spread of template `{}` output `{}`, {why}", of.template, of.buffer),
+        });
+    }
+    Ok(())
 }
 
 /// Fewest and most launches a recorded speed may be the median of.
@@ -607,6 +651,7 @@ fn speed_is_a_measurement(template: &str, s: &Speed) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{Expectation, OutputDigest, OutputRef};
 
     /// Every way a producer's figure can be wrong, each at its boundary.
     #[test]
@@ -626,5 +671,49 @@ mod tests {
         let figures = |n: usize| names[..n].iter().map(|n| (n.as_str(), 1.0)).collect::<Vec<_>>();
         assert!(check(&figures(MAX_PRODUCER_FIGURES)));
         assert!(!check(&figures(MAX_PRODUCER_FIGURES + 1)));
+    }
+
+    /// An output of template `t`, varying on its own or taking `spread_of`'s spread.
+    fn output(t: &str, element: crate::spread::Element, spread_of: Option<&str>) -> Expectation {
+        let variation = Variation {
+            element,
+            launches: 16,
+            sha256s: if spread_of.is_some() { vec![] } else { vec!["1".repeat(64)] },
+            max_abs: 0.0,
+            max_ulp: 0,
+            differing_fraction: 0.5,
+            atol: Some(0.0),
+            rtol: Some(0.0),
+            spread_of: spread_of.map(|of| OutputRef { template: of.into(), buffer: "y".into() }),
+            file: "outputs/first.bin".into(),
+            nodes: vec![],
+        };
+        let outputs = vec![OutputDigest { buffer: "y".into(), sha256: "0".repeat(64), variation: Some(variation) }];
+        Expectation { template: t.into(), outputs, reference: None, tolerance: None, speed: None }
+    }
+
+    /// A taken spread names a like output of another template that varied by itself.
+    #[test]
+    fn a_spread_is_taken_only_from_a_like_output_that_varied_by_itself() {
+        use crate::spread::Element::{Bfloat16, Float32};
+        let mut m: Manifest = serde_json::from_str(include_str!("../../../fixtures/golden/v2/manifest.json")).unwrap();
+        let taken = |m: &mut Manifest, expectations: Vec<Expectation>| {
+            m.expectations = expectations;
+            spreads_taken(m).map_err(|e| e.to_string())
+        };
+        assert_eq!(taken(&mut m, vec![output("b8", Float32, None), output("b16", Float32, Some("b8"))]), Ok(()));
+        let refused = [
+            (vec![output("b8", Float32, Some("b8"))], "of its own template"),
+            (vec![output("b16", Float32, Some("b8"))], "which does not vary"),
+            (
+                vec![output("b8", Float32, None), output("b4", Float32, Some("b8")), output("b2", Float32, Some("b4"))],
+                "which takes its spread from another in turn",
+            ),
+            (vec![output("b8", Bfloat16, None), output("b16", Float32, Some("b8"))], "of another element type"),
+        ];
+        for (expectations, why) in refused {
+            let said = taken(&mut m, expectations).unwrap_err();
+            assert!(said.contains(why), "{said}");
+        }
     }
 }
