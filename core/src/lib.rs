@@ -6,7 +6,8 @@
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
 //! - [`contract`]: export needs templates only; replay needs executables.
 //! - [`shards`]: splitting a fixed-address arena into shards under a cap.
-//! - [`spread`]: how far two outputs differ, in ULP of their element type (tolerances).
+//! - [`spread`]: how far launches of an output lie from the first, in the data's units (tolerances).
+//! - [`sharing`]: the other processes on this machine's GPUs (NVML), which a verdict reached beside them names.
 //! - [`capture_order`]: the node and edge order that stream capture constructs.
 //! - [`tensor_parallel`]: whether per-rank cores agree.
 //! - [`page_cache`]: how much of a file the page cache holds, and dropping it (honest read floors).
@@ -26,6 +27,7 @@ pub mod record;
 pub mod rendezvous;
 pub mod replay;
 pub mod shards;
+pub mod sharing;
 pub mod spread;
 pub mod tensor_parallel;
 pub mod validate;

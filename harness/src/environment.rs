@@ -4,7 +4,7 @@
 use std::fs;
 
 use gnomon_cases::Facilities;
-use gnomon_reports::{Environment, Gpu};
+use gnomon_reports::{Environment, Gpu, GpuProcess};
 
 pub const HARNESS_COMMIT: &str = env!("GNOMON_COMMIT");
 
@@ -28,6 +28,7 @@ pub fn collect() -> Environment {
                 .into_iter()
                 .map(|d| Gpu { arch: d.arch(), index: d.ordinal, name: d.name, memory_bytes: d.total_memory })
                 .collect();
+            add_gpu_processes(&mut env);
         }
         Err(reason) => {
             env.gpu_unavailable = Some(reason);
@@ -36,6 +37,18 @@ pub fn collect() -> Environment {
         }
     }
     env
+}
+
+/// Adds the processes other than this one that NVML sees on a GPU now, to those seen
+/// before. Where NVML cannot be asked, none are named.
+pub fn add_gpu_processes(env: &mut Environment) {
+    let Ok(seen) = gnomon_core::sharing::other_processes(&[]) else { return };
+    for p in seen {
+        let p = GpuProcess { gpu: p.gpu, pid: p.pid, name: p.name, used_bytes: p.used_bytes };
+        if !env.gpu_processes.iter().any(|q| (q.gpu, q.pid) == (p.gpu, p.pid)) {
+            env.gpu_processes.push(p);
+        }
+    }
 }
 
 /// Why this machine cannot give cases a scratch directory (a `TMPDIR` that does not

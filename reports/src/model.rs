@@ -205,6 +205,34 @@ pub struct Environment {
     /// pages, and a restore is slower without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transparent_huge_pages: Option<String>,
+    /// Other processes that held a context on a GPU when the run started or ended (NVML):
+    /// a launch beside them can give other bits, so a verdict reached there may differ
+    /// from one reached alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_processes: Vec<GpuProcess>,
+}
+
+/// A process other than gnomon's own on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GpuProcess {
+    pub gpu: u32,
+    pub pid: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_bytes: Option<u64>,
+}
+
+impl GpuProcess {
+    /// `pid 4242 (python3) on GPU 0`.
+    pub fn label(&self) -> String {
+        format!("pid {} ({}) on GPU {}", self.pid, self.name, self.gpu)
+    }
+}
+
+/// The processes in words: what a console, a summary and a Markdown report say.
+pub fn shared_with(processes: &[GpuProcess]) -> String {
+    processes.iter().map(GpuProcess::label).collect::<Vec<_>>().join(", ")
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,13 @@ pub fn summary(r: &Report) -> String {
     s.push(blocked(r));
     s.extend(failing(r));
     s.push(claims(r));
+    if !r.environment.gpu_processes.is_empty() {
+        s.push(format!(
+            "The GPU was shared with {} other process(es) ({}), so a verdict here may differ from one reached alone.",
+            r.environment.gpu_processes.len(),
+            crate::shared_with(&r.environment.gpu_processes)
+        ));
+    }
     if !r.run.complete {
         s.push("The run did not complete; this covers only the cases it recorded.".into());
     }

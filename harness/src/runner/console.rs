@@ -31,6 +31,7 @@ pub fn header(env: &Environment, report_dir: &Path, skipped: &[CaseRecord], left
             env.nvrtc_version.as_deref().unwrap_or("unknown")
         )),
     }
+    lines.extend(shared(env).map(|s| format!("  {s}")));
     lines.push(format!("  report: {}", report_dir.display()));
     lines.extend(
         left_out.map(|left| format!("  left out by the selection: {left}; claims resting on them are not established")),
@@ -51,9 +52,22 @@ pub fn closing(report: &Report, report_dir: &Path) {
     for group in gnomon_reports::not_run(&report.cases) {
         eprintln!("gnomon: {}: {}", group.who(), printable(group.reason));
     }
+    if let Some(shared) = shared(&report.environment) {
+        eprintln!("gnomon: {}", printable(&shared));
+    }
     for problem in &report.expectation_problems {
         eprintln!("gnomon: expectations: {}", printable(problem));
     }
+}
+
+/// What the console says of other processes on the GPU, if there were any.
+fn shared(env: &Environment) -> Option<String> {
+    (!env.gpu_processes.is_empty()).then(|| {
+        format!(
+            "the GPU is shared with {}: a verdict reached beside another process may differ from one reached alone",
+            gnomon_reports::shared_with(&env.gpu_processes)
+        )
+    })
 }
 
 fn gib(bytes: u64) -> f64 {

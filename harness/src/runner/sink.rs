@@ -74,6 +74,9 @@ impl ReportSink {
         let mut state = self.state();
         let mut report = self.report(state.records.clone(), complete);
         report.expectation_problems = problems(&report.cases);
+        if !report.environment.gpus.is_empty() {
+            crate::environment::add_gpu_processes(&mut report.environment);
+        }
         render::write_all(&report, &self.dir)?;
         if state.lock.take().is_some() {
             let _ = std::fs::remove_file(self.dir.join(LOCK_FILE));

@@ -38,6 +38,9 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "- {label}: {}", printable(v));
         }
     }
+    if !env.gpu_processes.is_empty() {
+        let _ = writeln!(out, "- **shared GPU:** {}", printable(&crate::shared_with(&env.gpu_processes)));
+    }
     if let Some(selection) = selection(r) {
         let _ = writeln!(out, "- selection: {selection}");
     }

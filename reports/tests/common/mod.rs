@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gnomon_reports::{CaseId, CaseRecord, Environment, Gpu, LeftOut, Metric, Report, Run, Status, Subject};
+use gnomon_reports::{CaseId, CaseRecord, Environment, Gpu, GpuProcess, LeftOut, Metric, Report, Run, Status, Subject};
 
 pub fn case(id: &str, status: Status, reason: Option<&str>, claim: &str) -> CaseRecord {
     CaseRecord {
@@ -80,6 +80,7 @@ pub fn hand_made() -> Report {
         nvrtc_version: Some("13.0".into()),
         gpu_unavailable: None,
         transparent_huge_pages: Some("madvise".into()),
+        gpu_processes: vec![GpuProcess { gpu: 0, pid: 4242, name: "python3".into(), used_bytes: Some(2 << 30) }],
     };
     Report::new(run, subject, environment, cases)
 }
