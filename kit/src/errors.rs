@@ -36,12 +36,12 @@ pub enum KitError {
     #[error("template `{template}` node {node}: kernel `{kernel}` of {library} has no recorded image (start the recorder before the program's first kernel): {source}")]
     MissingImage { template: String, node: usize, kernel: String, library: String, source: RecordError },
     #[error(
-        "template `{template}` node {node}: {what} holds 0x{address:x}, in {pool} outside the gnomon arena, which \
-         no core maps: allocate what a graph reads while the arena routes tensors (not under \
+        "template `{template}` node {node}: {what} holds 0x{address:x}, in {pool} outside the gnomon arena, and \
+         the graph uses it ({used}), which no core maps: allocate what a graph reads while the arena routes tensors (not under \
          gnomon.torch.outside_arena(), and on the thread that called use_arena), and capture into \
          gnomon.torch.graph_pool()"
     )]
-    PointsOutside { template: String, node: usize, what: String, address: u64, pool: String },
+    PointsOutside { template: String, node: usize, what: String, address: u64, pool: String, used: String },
     #[error("template `{template}` node {node}: kernel `{kernel}` of `{library}` cannot be exported: {reason}")]
     Collective { template: String, node: usize, kernel: String, library: String, reason: &'static str },
     #[error(

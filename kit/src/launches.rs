@@ -1,18 +1,22 @@
 //! Expectations from repeated launches in the capturing process: each template is launched
-//! several times, each time from the core's state as replay loads it (replay's own
-//! [`LoadedState`]), and every compared output is digested. An output that some launch gave
-//! differently is recorded as varying, with its spread, its other digests and its first
-//! launch's bytes; the first node that gives different results from the same inputs is
-//! found by launching growing prefixes of the graph. Each template's launches are timed
-//! too (replay's [`time_launches`]): what a restored template's speed is held to.
+//! from the core's state as replay loads it (replay's own [`LoadedState`]) until no new
+//! outputs have appeared for a while ([`Launching`]); outputs are told apart by checksums
+//! computed on the device, and read back only when new. An output that some launch gave
+//! differently is recorded as varying, with its envelope ([`Spread`]), its other digests
+//! and its first launch's bytes. The first node that gives different results from the same
+//! inputs is found by launching growing prefixes of the graph; its kernel is taken to vary
+//! wherever it runs, so every node of that kernel is named, and a template that runs it
+//! but never varied here takes the spread of a like output that did. Each template's
+//! launches are timed too (replay's [`time_launches`]): what a restored template's speed
+//! is held to.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
-    format::{hash_hex, Expectation, Manifest, OutputDigest, Variation},
-    replay::{time_launches, Checksummer, LoadedState, Ranks, POISON, TIMED_LAUNCHES},
+    format::{hash_hex, Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Variation},
+    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
     spread::{Element, Spread},
 };
 use serde::Serialize;
@@ -22,8 +26,26 @@ use crate::{
     errors::KitError,
 };
 
-/// Launches of each template an export compares unless told otherwise.
-pub const DEFAULT_LAUNCHES: u32 = 8;
+/// How many times each template is launched: at least `least`, then on until `quiet`
+/// launches in a row gave no output not seen before, at most `most`. A rank of a set
+/// launches exactly `least` times, as its peers do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launching {
+    pub least: u32,
+    pub quiet: u32,
+    pub most: u32,
+}
+
+impl Launching {
+    /// Whether launch number `made` + 1 is due, `quiet` launches after the last new output.
+    fn more(&self, made: u32, quiet: u32) -> bool {
+        made < self.least.max(1) || (made < self.most && quiet < self.quiet)
+    }
+
+    fn fixed(self) -> Self {
+        Self { most: self.least, ..self }
+    }
+}
 
 /// One compared output over a template's launches.
 struct Observed<'d> {
@@ -38,21 +60,37 @@ struct Observed<'d> {
 impl<'d> Observed<'d> {
     fn first(compared: &'d Compared, bytes: Vec<u8>) -> Self {
         let sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
-        Self { compared, first: bytes, sha256, others: Vec::new(), spread: Spread::default() }
+        let spread = Spread::of_first(compared.element, &bytes);
+        Self { compared, first: bytes, sha256, others: Vec::new(), spread }
     }
 
     fn again(&mut self, bytes: &[u8]) {
         let sha256 = hash_hex(bytes).expect("hashing memory cannot fail");
-        if sha256 != self.sha256 {
-            self.spread = self.spread.widest(Spread::between(self.compared.element, &self.first, bytes));
-            if !self.others.contains(&sha256) {
-                self.others.push(sha256);
-            }
+        if sha256 != self.sha256 && !self.others.contains(&sha256) {
+            self.spread.add(&self.first, bytes);
+            self.others.push(sha256);
+        }
+    }
+
+    fn variation(&self, launches: u32, file: String, nodes: Vec<String>) -> Variation {
+        let envelope = self.spread.envelope();
+        Variation {
+            element: self.compared.element,
+            launches,
+            sha256s: self.others.clone(),
+            max_abs: self.spread.max_abs,
+            max_ulp: self.spread.max_ulp,
+            differing_fraction: self.spread.differing_fraction(),
+            atol: Some(envelope.atol),
+            rtol: Some(envelope.rtol),
+            spread_of: None,
+            file,
+            nodes,
         }
     }
 }
 
-/// An output that varied, for the export's summary.
+/// An output that varied, or takes the spread of one that did, for the export's summary.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Varied {
@@ -63,8 +101,14 @@ pub struct Varied {
     pub launches: u32,
     pub max_abs: f64,
     pub max_ulp: u64,
+    pub atol: f64,
+    pub rtol: f64,
     pub differing_fraction: f64,
-    /// The first node found to vary with the same inputs: id, kernel.
+    /// `TEMPLATE BUFFER` whose spread this output takes: its template runs a kernel found
+    /// to vary there, but its own launches gave one digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread_of: Option<String>,
+    /// The nodes of its template that run a kernel found to vary: id, kernel.
     pub nodes: Vec<(String, String)>,
 }
 
@@ -72,84 +116,219 @@ pub struct Varied {
 pub struct Expected {
     pub expectations: Vec<Expectation>,
     pub varied: Vec<Varied>,
+    /// The most launches any template took.
+    pub launches: u32,
+    /// Each varying output's first launch, by template and buffer.
+    pub first_launches: HashMap<(String, String), Vec<u8>>,
 }
 
-/// Launches each template `launches` times from the core's state and returns its
+/// Launches of templates from the core's state as replay loads it, in the capturing
+/// process: the loaded state, a stream, and the device's checksums.
+pub struct Launcher {
+    ctx: Context,
+    state: LoadedState,
+    stream: Stream,
+    checksummer: Checksummer,
+}
+
+impl Launcher {
+    /// Keeps the state `m` declares as the arena holds it now, its unstored buffers filled
+    /// as replay fills them.
+    pub fn new(ctx: &Context, m: &Manifest) -> Result<Self, KitError> {
+        let state = LoadedState::keep(ctx, m, None)?;
+        state.fill_unstored(POISON)?;
+        Ok(Self { ctx: ctx.clone(), state, stream: ctx.stream()?, checksummer: Checksummer::new(ctx)? })
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// One launch of `exec` from the loaded state, finished.
+    pub fn launch_once(&self, exec: &GraphExec) -> Result<(), KitError> {
+        self.state.reset(&self.stream)?;
+        exec.launch(&self.stream)?;
+        Ok(self.stream.synchronize()?)
+    }
+
+    /// What buffer `name` holds now.
+    pub fn read(&self, name: &str) -> Result<Vec<u8>, KitError> {
+        Ok(self.state.read(name)?)
+    }
+}
+
+/// A template's launches and what they gave.
+struct Launched<'d> {
+    name: &'d str,
+    observed: Vec<Observed<'d>>,
+    launches: u32,
+    speed: Option<gnomon_core::format::Speed>,
+}
+
+/// Launches each template from the core's state as `launching` says and returns its
 /// expectations; a varying output's first launch is stored in the core through `exporter`.
 pub fn expectations(
-    ctx: &Context,
+    launcher: &Launcher,
     exporter: &Exporter,
     graphs: &[(String, RetainedGraph)],
     flags: u64,
     declared: &Declared,
-    launches: u32,
+    launching: Launching,
     ranks: Option<&Ranks>,
 ) -> Result<Expected, KitError> {
     let m = exporter.manifest();
-    let stream = ctx.stream()?;
-    let state = LoadedState::keep(ctx, m, None)?;
-    state.fill_unstored(POISON)?;
-    let checksummer = Checksummer::new(ctx)?;
-    let mut expected = Expected { expectations: Vec::new(), varied: Vec::new() };
+    let Launcher { ctx, state, stream, checksummer } = launcher;
+    let launching = if ranks.is_some() { launching.fixed() } else { launching };
+    let mut launched = Vec::new();
+    let mut kernels = VaryingKernels::default();
     for (name, graph) in graphs {
         let exec = graph.instantiate(flags)?;
-        let compared = declared.compared_after(name).collect();
-        let observed = observe(&state, &stream, &exec, compared, launches, ranks)?;
+        let compared: Vec<&Compared> = declared.compared_after(name).collect();
+        let names: Vec<&str> = compared.iter().map(|c| c.buffer.as_str()).collect();
+        let check = state.check_of(&names, checksummer)?;
+        let (observed, launches) = observe(state, stream, &exec, &check, compared, launching, ranks)?;
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
         // A rank launches its prefixes and times its launches alone, and a collective
-        // kernel waits for its peers: neither is done for a rank of a set.
+        // kernel waits for its peers: neither is done for a rank of a set. A variation a
+        // kernel already found explains needs no search of its own.
         let varies = observed.iter().any(|o| !o.others.is_empty());
-        let nodes = match varies && ranks.is_none() {
-            true => first_varying_node(&state, &stream, &checksummer, graph, flags, launches)?,
-            false => Vec::new(),
-        };
-        let mut outputs = Vec::new();
-        for o in observed {
-            let variation = match o.others.is_empty() {
-                true => None,
-                false => {
-                    expected.varied.push(varied(m, name, &o, &nodes, launches));
-                    Some(Variation {
-                        element: o.compared.element,
-                        launches,
-                        sha256s: o.others,
-                        max_abs: o.spread.max_abs,
-                        max_ulp: o.spread.max_ulp,
-                        differing_fraction: o.spread.differing_fraction(),
-                        file: exporter.store_output(&o.first)?,
-                        nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
-                    })
-                }
-            };
-            outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256, variation });
+        if varies && ranks.is_none() && !kernels.explain(m, name) {
+            let search = Search { state, stream, checksummer, launching };
+            if let Some(node) = search.first_varying_node(graph, flags)? {
+                kernels.found(m, name, node);
+            }
         }
         let speed = match ranks {
-            None => Some(time_launches(ctx, &exec, &state, &stream, TIMED_LAUNCHES)?),
+            None => Some(time_launches(ctx, &exec, state, stream, TIMED_LAUNCHES)?),
             Some(_) => None,
         };
-        expected.expectations.push(Expectation {
-            template: name.clone(),
-            outputs,
-            reference: None,
-            tolerance: None,
-            speed,
-        });
+        launched.push(Launched { name, observed, launches, speed });
+    }
+    record(exporter, m, launched, &kernels)
+}
+
+/// The expectations of every template, each varying output stored with its spread.
+fn record(
+    exporter: &Exporter,
+    m: &Manifest,
+    launched: Vec<Launched>,
+    kernels: &VaryingKernels,
+) -> Result<Expected, KitError> {
+    let sources = spread_sources(&launched);
+    let mut expected =
+        Expected { expectations: Vec::new(), varied: Vec::new(), launches: 0, first_launches: HashMap::new() };
+    for t in &launched {
+        expected.launches = expected.launches.max(t.launches);
+        let nodes = kernels.nodes_in(m, t.name);
+        let ids: Vec<String> = nodes.iter().map(|(id, _)| id.clone()).collect();
+        let mut outputs = Vec::new();
+        for o in &t.observed {
+            let variation = match (o.others.is_empty(), nodes.is_empty()) {
+                (false, _) => Some(o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone())),
+                (true, false) => match sources.get(&role_of(&o.compared.buffer, t.name)) {
+                    Some((template, source)) if source.compared.element == o.compared.element => {
+                        let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
+                        (v.sha256s, v.max_abs, v.max_ulp) = (Vec::new(), 0.0, 0);
+                        v.spread_of =
+                            Some(OutputRef { template: (*template).into(), buffer: source.compared.buffer.clone() });
+                        Some(v)
+                    }
+                    _ => None,
+                },
+                (true, true) => None,
+            };
+            if let Some(v) = &variation {
+                expected.varied.push(varied(t.name, o, v, &nodes));
+                expected.first_launches.insert((t.name.to_owned(), o.compared.buffer.clone()), o.first.clone());
+            }
+            outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256.clone(), variation });
+        }
+        let (template, speed) = (t.name.to_owned(), t.speed);
+        expected.expectations.push(Expectation { template, outputs, reference: None, tolerance: None, speed });
     }
     Ok(expected)
 }
 
-/// Each compared output of `graph` over `launches` launches from the loaded state. A rank
-/// of a set launches with its peers, as replay does: all reset, all launch, all finish.
+/// For each output role (its buffer's name without its template's), the output that
+/// varied most in launches of its own: what a like output that did not vary takes.
+fn spread_sources<'l, 'd>(launched: &'l [Launched<'d>]) -> HashMap<String, (&'d str, &'l Observed<'d>)> {
+    let mut sources: HashMap<String, (&str, &Observed)> = HashMap::new();
+    for t in launched {
+        for o in t.observed.iter().filter(|o| !o.others.is_empty()) {
+            let wider = |(_, s): &(&str, &Observed)| {
+                let (a, b) = (o.spread.envelope(), s.spread.envelope());
+                (o.spread.differing_fraction(), a.atol, a.rtol) > (s.spread.differing_fraction(), b.atol, b.rtol)
+            };
+            let role = role_of(&o.compared.buffer, t.name);
+            if sources.get(&role).is_none_or(wider) {
+                sources.insert(role, (t.name, o));
+            }
+        }
+    }
+    sources
+}
+
+/// A buffer's name with its template's name taken out where it stands as a word:
+/// `output/b8/logits` and `output/b16/logits` play one role, as `kv-cache/k` does in
+/// every template.
+fn role_of(buffer: &str, template: &str) -> String {
+    buffer
+        .split('/')
+        .map(|part| part.split('-').filter(|w| *w != template).collect::<Vec<_>>().join("-"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Kernels found to give different results from the same inputs, as (module, function):
+/// a kernel varies wherever it runs.
+#[derive(Default)]
+struct VaryingKernels(BTreeSet<(String, String)>);
+
+impl VaryingKernels {
+    fn found(&mut self, m: &Manifest, template: &str, node: usize) {
+        let id = format!("n{node}");
+        let kernel = kernel_nodes(m, template).find(|(n, _)| *n == id).map(|(_, k)| k);
+        self.0.extend(kernel);
+    }
+
+    /// Whether `template` runs a kernel already found to vary.
+    fn explain(&self, m: &Manifest, template: &str) -> bool {
+        kernel_nodes(m, template).any(|(_, k)| self.0.contains(&k))
+    }
+
+    /// The nodes of `template` that run a varying kernel: id, function.
+    fn nodes_in(&self, m: &Manifest, template: &str) -> Vec<(String, String)> {
+        kernel_nodes(m, template)
+            .filter(|(_, k)| self.0.contains(k))
+            .map(|(id, (_, function))| (id.to_owned(), function))
+            .collect()
+    }
+}
+
+/// Each kernel node of `template`: its id, and its (module, function).
+fn kernel_nodes<'m>(m: &'m Manifest, template: &str) -> impl Iterator<Item = (&'m str, (String, String))> + 'm {
+    let nodes = m.templates.iter().find(|t| t.name == template).map(|t| t.nodes.as_slice()).unwrap_or_default();
+    nodes.iter().filter_map(|n| match &n.op {
+        NodeOp::Kernel(k) => Some((n.id.as_str(), (k.module.clone(), k.function.clone()))),
+        _ => None,
+    })
+}
+
+/// Each compared output of `exec`, launched from the loaded state as `launching` says, and
+/// the launches made. An output is read back at the first launch and whenever its device
+/// checksum is new. A rank of a set launches with its peers, as replay does: all reset,
+/// all launch, all finish.
 fn observe<'d>(
     state: &LoadedState,
     stream: &Stream,
     exec: &GraphExec,
+    check: &RangeCheck,
     compared: Vec<&'d Compared>,
-    launches: u32,
+    launching: Launching,
     ranks: Option<&Ranks>,
-) -> Result<Vec<Observed<'d>>, KitError> {
+) -> Result<(Vec<Observed<'d>>, u32), KitError> {
     let with_peers = || -> Result<(), KitError> {
         match ranks {
             Some(ranks) => Ok(ranks.sync_after(stream)?),
@@ -157,53 +336,69 @@ fn observe<'d>(
         }
     };
     let mut observed: Vec<Observed> = Vec::new();
-    for launch in 0..launches.max(1) {
+    let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); compared.len()];
+    let (mut made, mut quiet) = (0, 0);
+    while launching.more(made, quiet) {
         state.reset(stream)?;
         with_peers()?;
         exec.launch(stream)?;
         with_peers()?;
+        let sums = check.run(stream)?;
+        quiet += 1;
         for (i, c) in compared.iter().enumerate() {
+            if !seen[i].insert(sums[i]) {
+                continue;
+            }
             let bytes = state.read(&c.buffer)?;
-            match launch {
+            match made {
                 0 => observed.push(Observed::first(c, bytes)),
-                _ => observed[i].again(&bytes),
+                _ => {
+                    observed[i].again(&bytes);
+                    quiet = 0;
+                }
             }
         }
+        made += 1;
     }
-    Ok(observed)
+    Ok((observed, made))
 }
 
-/// The first node, in a topological order of `graph`, whose prefix leaves the writable
-/// state differing between launches while the prefix before it does not: given the same
-/// inputs, that node's kernel gave different results. Empty when no prefix varied within
-/// `launches` launches (a rare variation can hide from one search).
-fn first_varying_node(
-    state: &LoadedState,
-    stream: &Stream,
-    checksummer: &Checksummer,
-    graph: &RetainedGraph,
-    flags: u64,
-    launches: u32,
-) -> Result<Vec<usize>, KitError> {
-    let order = topological(graph.nodes()?.len(), &graph.edges()?.iter().map(|e| (e.0 .0, e.1 .0)).collect::<Vec<_>>());
-    let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(r, &n)| (n, r)).collect();
-    let check = state.writable_check(checksummer)?;
-    let varies = |k: usize| -> Result<bool, KitError> {
-        let exec = graph.without(|n| rank[&n] < k)?.instantiate(flags)?;
-        let mut first = None;
-        for _ in 0..launches.max(2) {
-            state.reset(stream)?;
-            exec.launch(stream)?;
-            let sums = check.run(stream)?;
-            match &first {
-                None => first = Some(sums),
-                Some(f) if *f != sums => return Ok(true),
-                Some(_) => {}
+/// Launches of prefixes of a graph from the loaded state, to find where it varies.
+struct Search<'s> {
+    state: &'s LoadedState,
+    stream: &'s Stream,
+    checksummer: &'s Checksummer,
+    launching: Launching,
+}
+
+impl Search<'_> {
+    /// The first node, in a topological order of `graph`, whose prefix leaves the
+    /// writable state differing between launches while the prefix before it does not:
+    /// given the same inputs, that node's kernel gave different results. `None` when the
+    /// whole graph did not vary again within the search's launches.
+    fn first_varying_node(&self, graph: &RetainedGraph, flags: u64) -> Result<Option<usize>, KitError> {
+        let order =
+            topological(graph.nodes()?.len(), &graph.edges()?.iter().map(|e| (e.0 .0, e.1 .0)).collect::<Vec<_>>());
+        let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(r, &n)| (n, r)).collect();
+        let check = self.state.writable_check(self.checksummer)?;
+        let varies = |k: usize| -> Result<bool, KitError> {
+            let exec = graph.without(|n| rank[&n] < k)?.instantiate(flags)?;
+            let mut first = None;
+            // A prefix is taken as steady only after as many launches as a template's most.
+            for _ in 0..self.launching.most.max(2) {
+                self.state.reset(self.stream)?;
+                exec.launch(self.stream)?;
+                let sums = check.run(self.stream)?;
+                match &first {
+                    None => first = Some(sums),
+                    Some(f) if *f != sums => return Ok(true),
+                    Some(_) => {}
+                }
             }
-        }
-        Ok(false)
-    };
-    Ok(shortest_varying_prefix(order.len(), varies)?.map(|k| vec![order[k - 1]]).unwrap_or_default())
+            Ok(false)
+        };
+        Ok(shortest_varying_prefix(order.len(), varies)?.map(|k| order[k - 1]))
+    }
 }
 
 /// The smallest `k` in `1..=n` for which `varies(k)` holds, by halving, taking the empty
@@ -251,25 +446,21 @@ fn topological(count: usize, edges: &[(usize, usize)]) -> Vec<usize> {
     order
 }
 
-fn varied(m: &Manifest, template: &str, o: &Observed, nodes: &[usize], launches: u32) -> Varied {
-    let kernel_of = |n: usize| {
-        let t = m.templates.iter().find(|t| t.name == template);
-        let node = t.and_then(|t| t.nodes.iter().find(|node| node.id == format!("n{n}")));
-        match node.map(|node| &node.op) {
-            Some(gnomon_core::format::NodeOp::Kernel(k)) => k.function.clone(),
-            _ => "(not a kernel)".to_owned(),
-        }
-    };
+fn varied(template: &str, o: &Observed, v: &Variation, nodes: &[(String, String)]) -> Varied {
+    let spread_of = v.spread_of.as_ref().map(|s| format!("{} {}", s.template, s.buffer));
     Varied {
         template: template.to_owned(),
         buffer: o.compared.buffer.clone(),
         element: o.compared.element,
-        distinct: o.others.len() + 1,
-        launches,
-        max_abs: o.spread.max_abs,
-        max_ulp: o.spread.max_ulp,
-        differing_fraction: o.spread.differing_fraction(),
-        nodes: nodes.iter().map(|&n| (format!("n{n}"), kernel_of(n))).collect(),
+        distinct: v.sha256s.len() + 1,
+        launches: v.launches,
+        max_abs: v.max_abs,
+        max_ulp: v.max_ulp,
+        atol: v.atol.unwrap_or_default(),
+        rtol: v.rtol.unwrap_or_default(),
+        differing_fraction: v.differing_fraction,
+        spread_of,
+        nodes: nodes.to_vec(),
     }
 }
 
@@ -299,22 +490,82 @@ mod tests {
         assert_eq!(shortest_varying_prefix(0, |_| Ok(true)).unwrap(), None, "no nodes");
     }
 
-    /// What the export's summary says of a varying output: its spread, and each node found
-    /// with its kernel.
+    /// At least `least` launches; then on while a new output appeared in the last
+    /// `quiet`; never past `most`.
     #[test]
-    fn a_varied_output_names_its_nodes_kernels() {
+    fn launches_go_on_until_quiet_within_their_bounds() {
+        let l = Launching { least: 8, quiet: 16, most: 40 };
+        let table =
+            [((0, 0), true), ((7, 7), true), ((8, 8), true), ((16, 16), false), ((20, 3), true), ((40, 0), false)];
+        for ((made, quiet), more) in table {
+            assert_eq!(l.more(made, quiet), more, "{made} made, {quiet} quiet");
+        }
+        assert!(!l.fixed().more(8, 0), "a rank launches exactly `least` times");
+        assert!(Launching { least: 0, quiet: 0, most: 0 }.more(0, 0), "one launch always");
+    }
+
+    #[test]
+    fn a_role_is_a_buffer_name_without_its_templates() {
+        assert_eq!(role_of("output/b8/logits-b8", "b8"), role_of("output/b16/logits-b16", "b16"));
+        assert_eq!(role_of("kv-cache/k", "b8"), "kv-cache/k");
+        assert_ne!(role_of("output/b1/logits", "b1"), role_of("output/b16/logits", "b1"), "b1 is not a part of b16");
+    }
+
+    /// A kernel found to vary in one template is named wherever it runs, and explains the
+    /// variation of another template that runs it.
+    #[test]
+    fn a_varying_kernel_is_named_in_every_template_that_runs_it() {
         let m = gnomon_fixtures::sample::CoreDraft::sample().manifest;
-        let c = compared(Element::Float32);
-        let mut o = Observed::first(&c, vec![0; 8]);
-        o.again(&[0, 0, 0, 0, 1, 0, 0, 0]);
-        let v = varied(&m, "decode-b1", &o, &[1, 0], 8);
-        assert_eq!((v.distinct, v.launches, v.max_ulp, v.differing_fraction), (2, 8, 1, 0.5));
-        let nodes = [("n1".to_string(), "axpy".to_string()), ("n0".to_string(), "(not a kernel)".to_string())];
-        assert_eq!(v.nodes, nodes);
+        let template = m.templates[0].name.clone();
+        let mut kernels = VaryingKernels::default();
+        assert!(!kernels.explain(&m, &template));
+        kernels.found(&m, &template, 0);
+        assert!(kernels.nodes_in(&m, &template).is_empty(), "n0 is no kernel");
+        kernels.found(&m, &template, 1);
+        assert_eq!(kernels.nodes_in(&m, &template), [("n1".to_string(), "axpy".to_string())]);
+        assert!(kernels.explain(&m, &template));
+        assert!(kernels.nodes_in(&m, "no-such-template").is_empty());
+    }
+
+    /// Of the outputs that varied, each role's widest is what a like output takes.
+    #[test]
+    fn a_like_output_takes_the_widest_spread_of_its_role() {
+        let (logits8, logits4) = (compared_as("output/b8/logits"), compared_as("output/b4/logits"));
+        let first = f32s(&[1.0, 2.0, 3.0, 4.0]);
+        let observed = |c, other: &[f32]| {
+            let mut o = Observed::first(c, first.clone());
+            o.again(&f32s(other));
+            o
+        };
+        let launched = vec![
+            Launched {
+                name: "b8",
+                observed: vec![observed(&logits8, &[1.5, 2.0, 3.0, 4.0])],
+                launches: 20,
+                speed: None,
+            },
+            Launched {
+                name: "b4",
+                observed: vec![observed(&logits4, &[1.5, 2.5, 3.0, 4.0])],
+                launches: 20,
+                speed: None,
+            },
+        ];
+        let sources = spread_sources(&launched);
+        let (template, source) = sources[&role_of("output/b16/logits", "b16")];
+        assert_eq!((template, source.spread.differing), ("b4", 2));
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn compared_as(buffer: &str) -> Compared {
+        Compared { buffer: buffer.into(), element: Element::Float32, templates: Vec::new() }
     }
 
     fn compared(element: Element) -> Compared {
-        Compared { buffer: "output/y".into(), element, templates: Vec::new() }
+        Compared { element, ..compared_as("output/y") }
     }
 
     /// An output is varying when one launch gave other bytes; its spread is the widest of

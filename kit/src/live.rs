@@ -16,6 +16,7 @@ use gnomon_core::{
     format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
     replay::{RankLink, Ranks},
+    sharing::GpuProcess,
 };
 use serde::Serialize;
 
@@ -24,8 +25,8 @@ use crate::{
     collectives,
     declare::{declare, Tensor},
     errors::KitError,
-    launches::{expectations, Varied},
-    outside,
+    launches::{expectations, Launcher, Launching, Varied},
+    outside::{self, Suspect},
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
@@ -104,8 +105,8 @@ pub struct Request<'a> {
     pub producer: Producer,
     /// Seconds the capturing process spent before the export, by name.
     pub producer_seconds: Vec<(String, f64)>,
-    /// Launches of each template its expectations compare (at least 1).
-    pub launches: u32,
+    /// How many times each template is launched for its expectations.
+    pub launching: Launching,
     /// Refuse the export when an output varies from launch to launch.
     pub bitwise: bool,
     /// The set this process is a rank of, if it joined one.
@@ -134,10 +135,17 @@ pub struct Exported {
     pub stored_bytes: u64,
     /// The arena's bytes by standing at the export (`gnomon.torch.memory_stats()`).
     pub arena: Stats,
-    /// Launches of each template the expectations compared.
+    /// The most launches any template's expectations compared.
     pub launches_per_template: u32,
-    /// Outputs that launches from the same state did not give alike.
+    /// Outputs that launches from the same state did not give alike, or that take the
+    /// spread of one that did.
     pub varied: Vec<Varied>,
+    /// Nodes whose words pointed into live blocks outside the arena that their templates
+    /// were shown not to use.
+    pub dismissed: Vec<Suspect>,
+    /// Other processes on a GPU when the export began (NVML): expectations recorded beside
+    /// them may hold bits a launch alone would not give.
+    pub other_gpu_processes: Vec<GpuProcess>,
     pub snapshot_s: f64,
     pub expectations_s: f64,
     pub export_s: f64,
@@ -168,6 +176,7 @@ pub fn export(
     request: Request,
 ) -> Result<Exported, KitError> {
     let started = Instant::now();
+    let other_gpu_processes = gnomon_core::sharing::other_processes(&[]).unwrap_or_default();
     ctx.synchronize()?;
     let graphs = request
         .graphs
@@ -177,7 +186,7 @@ pub fn export(
         .collect::<Result<Vec<_>, KitError>>()?;
     // Read from the driver once for the two checks that look at every node.
     let nodes = graphs.iter().map(|(_, g)| g.nodes()).collect::<Result<Vec<_>, _>>()?;
-    outside::check(graphs.iter().map(|(name, _)| name.as_str()).zip(&nodes), &request.outside)?;
+    let suspects = outside::suspects(graphs.iter().map(|(name, _)| name.as_str()).zip(&nodes), &request.outside);
     let Heard { images, loaders } = recorder.heard(ctx);
     let kernels = Kernels::resolve(ctx, &graphs, &images, &loaders)?;
     let allocations = &allocations.joined(&touched(&nodes));
@@ -211,8 +220,12 @@ pub fn export(
     let (stored_bytes, snapshot_s) = exporter.snapshot(ctx, mapping)?;
     let computing = Instant::now();
     let ranks = request.ranks.map(|set| &set.ranks);
-    let expected = expectations(ctx, &exporter, &graphs, request.flags, &declared, request.launches, ranks)?;
-    if let Some(v) = expected.varied.first().filter(|_| request.bitwise) {
+    let launcher = Launcher::new(ctx, exporter.manifest())?;
+    let expected = expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)?;
+    let first_launch = |t: &str, b: &str| expected.first_launches.get(&(t.to_owned(), b.to_owned())).map(Vec::as_slice);
+    let recorded = outside::Expected { expectations: &expected.expectations, first_launch: &first_launch };
+    let dismissed = outside::confirm(&launcher, &graphs, request.flags, &recorded, suspects, ranks.is_some())?;
+    if let Some(v) = expected.varied.iter().find(|v| request.bitwise && v.spread_of.is_none()) {
         return Err(KitError::Varies {
             template: v.template.clone(),
             buffer: v.buffer.clone(),
@@ -239,8 +252,10 @@ pub fn export(
         buffers: manifest.buffers.len(),
         stored_bytes,
         arena: allocations.stats(),
-        launches_per_template: request.launches,
+        launches_per_template: expected.launches,
         varied: expected.varied,
+        dismissed,
+        other_gpu_processes,
         snapshot_s,
         expectations_s,
         export_s: started.elapsed().as_secs_f64(),

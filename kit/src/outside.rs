@@ -1,19 +1,31 @@
 //! Memory PyTorch holds outside the arena. Eager work whose tensors no graph reads (a
 //! prefill, a warm-up) may run there, under `gnomon.torch.outside_arena()`: its blocks
 //! then stay in PyTorch's own pool, whose cache `torch.cuda.graph()` empties before a
-//! capture run there too, as it does without the kit. A graph must not read a tensor there, for no core maps it:
-//! every node's addresses are looked up in PyTorch's live blocks outside the arena, and
-//! the first one found there refuses the export by name. Free blocks are not looked in: a
-//! kernel's parameters are whole structs copied from the launching thread's stack, whose
-//! unused fields may hold any stale address. Seen on the H200: in one of three exports of
-//! one program, an int64 comparison's parameter held an address in PyTorch's default pool
-//! 560 bytes in, where the other two held none.
+//! capture run there too, as it does without the kit. A graph must not use a tensor there,
+//! for no core maps it: every node's addresses are looked up in PyTorch's live blocks
+//! outside the arena, and each one found there is a suspect.
+//!
+//! A suspect is not proof. A kernel's parameters are whole structs copied from the
+//! launching thread's stack, and their unused fields hold whatever was there: seen on the
+//! H200, one export in six of one program held, in an unused field of a top-k kernel's
+//! tensor description, an address that happened to lie in a live block. So a suspect is
+//! confirmed before it refuses: the block is changed, the template launched from the
+//! core's state, and the block put back. The graph uses the block when the launch wrote
+//! into it or gave an output its launches never gave (beyond their variation, for an
+//! output that varied); otherwise the word is dismissed, and the export's summary lists
+//! it. Free blocks are not looked in at all: a correct program's graph reads no freed
+//! memory.
 
 use std::ops::Range;
 
-use gnomon_core::cuda::{NodeInfo, NodeKind};
+use gnomon_core::{
+    cuda::{NodeInfo, NodeKind, RetainedGraph},
+    format::Expectation,
+    spread::DEFAULT_MARGIN,
+};
+use serde::Serialize;
 
-use crate::errors::KitError;
+use crate::{errors::KitError, launches::Launcher};
 
 /// A live block PyTorch holds outside the arena, and the pool it belongs to as Python says
 /// it ("PyTorch's default pool", "PyTorch's pool (1, 0)").
@@ -23,24 +35,125 @@ pub struct LiveBlock {
     pub pool: String,
 }
 
-/// Refuses the first node of the templates, `(name, nodes)`, that holds an address in one
-/// of `outside`.
-pub fn check<'n>(
+/// A node that holds an address in a live block outside the arena.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Suspect {
+    pub template: String,
+    pub node: usize,
+    /// The place that holds it: a kernel's parameter (and byte), a copy's end.
+    pub what: String,
+    pub address: u64,
+    pub pool: String,
+    #[serde(skip)]
+    block: Range<u64>,
+}
+
+impl Suspect {
+    fn refused(self, used: String) -> KitError {
+        let Self { template, node, what, address, pool, .. } = self;
+        KitError::PointsOutside { template, node, what, address, pool, used }
+    }
+}
+
+/// Every node of the templates, `(name, nodes)`, that holds an address in one of
+/// `outside`, each with the first such place.
+pub fn suspects<'n>(
     templates: impl IntoIterator<Item = (&'n str, &'n Vec<NodeInfo>)>,
     outside: &[LiveBlock],
-) -> Result<(), KitError> {
+) -> Vec<Suspect> {
+    let mut found = Vec::new();
     if outside.is_empty() {
-        return Ok(());
+        return found;
     }
     for (template, nodes) in templates {
         for node in nodes {
             if let Some((what, address, block)) = pointing(&node.kind, outside) {
-                let (template, node, pool) = (template.to_owned(), node.id.0, block.pool.clone());
-                return Err(KitError::PointsOutside { template, node, what, address, pool });
+                let (template, pool, block) = (template.to_owned(), block.pool.clone(), block.range.clone());
+                found.push(Suspect { template, node: node.id.0, what, address, pool, block });
             }
         }
     }
-    Ok(())
+    found
+}
+
+/// Refuses the first suspect whose block its template uses, and returns those it does
+/// not: each suspect's block changed, its template launched from the core's state, the
+/// block put back. A rank of a set launches with its peers and cannot launch alone: its
+/// first suspect refuses unconfirmed.
+pub fn confirm(
+    launcher: &Launcher,
+    graphs: &[(String, RetainedGraph)],
+    flags: u64,
+    expected: &Expected<'_>,
+    suspects: Vec<Suspect>,
+    rank_of_a_set: bool,
+) -> Result<Vec<Suspect>, KitError> {
+    let mut dismissed = Vec::new();
+    for suspect in suspects {
+        if rank_of_a_set {
+            return Err(suspect.refused("a rank of a set cannot launch alone to show that it does not".into()));
+        }
+        let graph = graphs.iter().find(|(name, _)| *name == suspect.template).map(|(_, g)| g);
+        let graph = graph.expect("a suspect is a node of a template exported");
+        match used(launcher, graph, flags, expected, &suspect)? {
+            Some(how) => return Err(suspect.refused(how)),
+            None => dismissed.push(suspect),
+        }
+    }
+    Ok(dismissed)
+}
+
+/// The expectations the export recorded, and each varying output's first launch: what a
+/// launch with a suspect's block changed is held to.
+pub struct Expected<'e> {
+    pub expectations: &'e [Expectation],
+    pub first_launch: &'e dyn Fn(&str, &str) -> Option<&'e [u8]>,
+}
+
+/// How the template of `suspect` uses its block, if it does.
+fn used(
+    launcher: &Launcher,
+    graph: &RetainedGraph,
+    flags: u64,
+    expected: &Expected<'_>,
+    suspect: &Suspect,
+) -> Result<Option<String>, KitError> {
+    let (start, len) = (suspect.block.start, suspect.block.end - suspect.block.start);
+    let ctx = launcher.context();
+    // SAFETY: a live block of PyTorch's in this process's context: mapped, and not freed
+    // while the export runs (the caller holds the tensors and waits for the export).
+    let saved = unsafe { ctx.read(start, len) }?;
+    // Zero changes indices and values alike without sending an index out of range; a
+    // block of zeros gets another pattern.
+    let pattern = if saved.iter().all(|&b| b == 0) { 0x3f } else { 0 };
+    let exec = graph.instantiate(flags)?;
+    // SAFETY: as above.
+    unsafe { ctx.write(start, &vec![pattern; saved.len()]) }?;
+    let launched = launcher.launch_once(&exec);
+    let after = launched.and_then(|()| Ok(unsafe { ctx.read(start, len) }?));
+    // SAFETY: as above; put back whatever the launch did.
+    unsafe { ctx.write(start, &saved) }?;
+    if after?.iter().any(|&b| b != pattern) {
+        return Ok(Some("a launch wrote into the block".into()));
+    }
+    let expectation = expected.expectations.iter().find(|e| e.template == suspect.template);
+    for o in expectation.map(|e| e.outputs.as_slice()).unwrap_or_default() {
+        let bytes = launcher.read(&o.buffer)?;
+        let digest = gnomon_core::format::hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+        let recorded = digest == o.sha256 || o.variation.as_ref().is_some_and(|v| v.sha256s.contains(&digest));
+        let within = |v: &gnomon_core::format::Variation| {
+            let first = (expected.first_launch)(&suspect.template, &o.buffer).unwrap_or_default();
+            v.allowance(DEFAULT_MARGIN).judge(v.element, first, &bytes).1
+        };
+        if !recorded && !o.variation.as_ref().is_some_and(within) {
+            return Ok(Some(format!(
+                "with the block changed, output `{}` changed beyond what its launches gave",
+                o.buffer
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// The first address `kind` holds in `outside`: a kernel's parameter word, a memset's
@@ -86,9 +199,37 @@ mod tests {
         let arena_tensor = 0x6000_0000_0000;
         assert!(pointing(&kernel(&[arena_tensor, 4096]), &outside).is_none());
         let (what, address, block) = pointing(&kernel(&[arena_tensor, 0x7f00_0010_0000]), &outside).unwrap();
-        let refused =
-            KitError::PointsOutside { template: "b8".into(), node: 7, what, address, pool: block.pool.clone() };
-        insta::assert_snapshot!(refused.to_string(), @"template `b8` node 7: kernel `vectorized_elementwise_kernel` parameter 1 holds 0x7f0000100000, in PyTorch's default pool outside the gnomon arena, which no core maps: allocate what a graph reads while the arena routes tensors (not under gnomon.torch.outside_arena(), and on the thread that called use_arena), and capture into gnomon.torch.graph_pool()");
+        let refused = KitError::PointsOutside {
+            template: "b8".into(),
+            node: 7,
+            what,
+            address,
+            pool: block.pool.clone(),
+            used: "a launch wrote into the block".into(),
+        };
+        insta::assert_snapshot!(refused.to_string(), @"template `b8` node 7: kernel `vectorized_elementwise_kernel` parameter 1 holds 0x7f0000100000, in PyTorch's default pool outside the gnomon arena, and the graph uses it (a launch wrote into the block), which no core maps: allocate what a graph reads while the arena routes tensors (not under gnomon.torch.outside_arena(), and on the thread that called use_arena), and capture into gnomon.torch.graph_pool()");
+    }
+
+    /// Every node that points outside is a suspect, each named once with its first such
+    /// place; nothing outside, nothing to suspect.
+    #[test]
+    fn every_node_pointing_outside_is_a_suspect() {
+        let node = |id, kind| NodeInfo { id: gnomon_core::cuda::NodeId(id), kind };
+        let nodes = vec![
+            node(0, kernel(&[0x6000_0000_0000])),
+            node(1, kernel(&[0x7f00_0000_0010, 0x7f00_0000_0020])),
+            node(2, NodeKind::Memset { dst: 0x7f00_0000_0100, value: 0, element_size: 4, count: 4 }),
+        ];
+        let found = suspects([("b8", &nodes)], &default_pool());
+        let named: Vec<_> = found.iter().map(|s| (s.node, s.what.as_str(), s.address)).collect();
+        assert_eq!(
+            named,
+            [
+                (1, "kernel `vectorized_elementwise_kernel` parameter 0", 0x7f00_0000_0010),
+                (2, "the memset's destination", 0x7f00_0000_0100)
+            ]
+        );
+        assert!(suspects([("b8", &nodes)], &[]).is_empty());
     }
 
     #[test]

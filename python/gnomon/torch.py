@@ -5,8 +5,9 @@
 2. ``use_arena(size)`` before the first CUDA allocation: PyTorch's caching allocator
    takes its memory from a fixed virtual range that Gnomon maps. Eager work no graph
    reads may run ``with outside_arena():``, on PyTorch's own pool.
-3. Capture with ``torch.cuda.CUDAGraph(keep_graph=True)`` into ``pool=graph_pool()``,
-   then ``export(...)``.
+3. Capture as the program does (``torch.cuda.graph(g)``, ``pool=`` a handle of
+   PyTorch's own, or ``pool=graph_pool()``): under the arena every capture allocates
+   there and every ``CUDAGraph`` keeps its graph. Then ``export(...)``.
 """
 
 import atexit
@@ -20,15 +21,19 @@ from collections.abc import Mapping
 from . import _native, parse_size
 
 __all__ = ["record", "use_arena", "join_ranks", "sync_ranks", "peer_address", "graph_pool", "outside_arena",
-           "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES"]
+           "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES",
+           "QUIET_LAUNCHES", "MAX_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
 DEFAULT_BASE = 0x2000_0000_0000
 #: Rank r of a set puts its arena at ``DEFAULT_BASE + r * RANK_STRIDE``, and its windows
 #: onto its peers' arenas in the second half of that stride.
 RANK_STRIDE = 1 << 40
-#: Launches of each template whose outputs an export compares.
+#: Launches of each template whose outputs an export compares, at least; then on until
+#: ``QUIET_LAUNCHES`` in a row gave no output not seen before, at most ``MAX_LAUNCHES``.
 DEFAULT_LAUNCHES = 8
+QUIET_LAUNCHES = 16
+MAX_LAUNCHES = 64
 #: The cuBLAS workspace setting that makes its kernels reproducible (cuBLAS's docs,
 #: "Results reproducibility"); read when cuBLAS creates its handle.
 _CUBLAS_REPRODUCIBLE = ":4096:8"
@@ -84,12 +89,48 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
         _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free").allocator()
     # Two pools: a capture cannot allocate to the pool its thread is routed to, and a
     # graph's freed intermediates must not be handed to eager tensors while it may run.
-    _arena.update(base=base, size=mapped, tensors=torch.cuda.MemPool(allocator),
-                  graphs=torch.cuda.MemPool(allocator))
+    _arena.update(base=base, size=mapped, allocator=allocator, tensors=torch.cuda.MemPool(allocator),
+                  graphs=torch.cuda.MemPool(allocator), standing_for={}, private=[])
     _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
     _arena["routing"].__enter__()
     atexit.register(_leave_arena)
+    _capture_into_arena(torch.cuda.graphs.CUDAGraph)
     return mapped
+
+
+def _capture_into_arena(graph_class):
+    """Lets a serving stack's capture code run unchanged under ``use_arena``: a capture
+    given no pool, or a pool of PyTorch's own (``torch.cuda.graph_pool_handle()``, which
+    vLLM passes), allocates in the arena too. Each such pool is stood in for by an arena
+    pool of its own, made at its first capture, so captures that shared a pool share one
+    and a capture given none has one to itself, as without the kit. A ``CUDAGraph`` made
+    without ``keep_graph`` keeps its graph (it is instantiated at its first replay
+    instead of at the capture's end), for export reads it."""
+    capture_begin, new = graph_class.capture_begin, graph_class.__new__
+
+    def capture_begin_in_arena(self, pool=None, *args, **kwargs):
+        return capture_begin(self, _arena_pool(pool), *args, **kwargs)
+
+    def keeping_its_graph(cls, keep_graph=True):
+        return new(cls, keep_graph)
+
+    graph_class.capture_begin = capture_begin_in_arena
+    graph_class.__new__ = staticmethod(keeping_its_graph)
+
+
+def _arena_pool(pool):
+    """The arena's pool a capture given ``pool`` allocates in (see ``_capture_into_arena``)."""
+    import torch
+
+    if not _arena or (pool is not None and tuple(pool) == tuple(_arena["graphs"].id)):
+        return pool
+    if pool is None:
+        _arena["private"].append(torch.cuda.MemPool(_arena["allocator"]))
+        return _arena["private"][-1].id
+    standing_for = _arena["standing_for"]
+    if tuple(pool) not in standing_for:
+        standing_for[tuple(pool)] = torch.cuda.MemPool(_arena["allocator"])
+    return standing_for[tuple(pool)].id
 
 
 def join_ranks(rank, world, meet_dir, limit_s=60.0):
@@ -138,9 +179,10 @@ def _leave_arena():
 def graph_pool():
     """The pool to capture into: ``torch.cuda.graph(g, pool=graph_pool())`` where a serving
     stack passes ``torch.cuda.graph_pool_handle()``. Every capture given it shares one pool
-    in the arena, as vLLM's and SGLang's captures share theirs.
-    A capture given another pool, or none, allocates outside the arena and its export is
-    refused. Without ``use_arena``, a new pool of PyTorch's own, so a port runs either way."""
+    in the arena, as vLLM's and SGLang's captures share theirs. Under ``use_arena`` a
+    capture given PyTorch's own handle, or none, lands in an arena pool too (one per
+    handle, one per capture given none). Without ``use_arena``, a new pool of PyTorch's
+    own, so a port runs either way."""
     import torch
 
     return _arena["graphs"].id if _arena else torch.cuda.graph_pool_handle()
@@ -261,17 +303,21 @@ def _named(tensors, role, template=None):
 
 
 def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",
-           capture=None, launches=DEFAULT_LAUNCHES, bitwise=None):
+           capture=None, launches=DEFAULT_LAUNCHES, bitwise=None, quiet_launches=QUIET_LAUNCHES,
+           max_launches=MAX_LAUNCHES):
     """Exports ``graphs`` ({template name: CUDAGraph captured with keep_graph=True}) as a
     core at ``out``.
 
     ``weights`` (a mapping or a module), ``inputs`` and ``kv_cache`` name tensors by role;
     ``outputs`` maps names to tensors compared after every template, or template names to
-    such mappings. Each template is launched ``launches`` times here, each from the core's
-    state, to compute its expectations: an output some launch gave differently is recorded
-    as varying (its spread, its other digests, the node found to cause it), and ``gnomon
-    qualify`` judges it by what the launches here gave; ``bitwise=True`` (the default after
-    ``deterministic()``) refuses such a core instead. Afterwards the arena holds what the
+    such mappings. Each template is launched here, each time from the core's state, to
+    compute its expectations (at least ``launches`` times, then until
+    ``quiet_launches`` in a row gave nothing new, at most ``max_launches``): an output some
+    launch gave differently is recorded as varying (its envelope in the data's units, its
+    other digests, the nodes of the kernel found to cause it), a like output of a template
+    that runs that kernel takes its spread, and ``gnomon qualify`` judges them by what the
+    launches here gave; ``bitwise=True`` (the default after ``deterministic()``) refuses
+    such a core instead. Afterwards the arena holds what the
     last launch left. ``capture`` names
     the seconds the program spent getting here ({"warm-up-s": ..., "capture-s": ...}); the
     core keeps them and ``gnomon qualify`` reports them beside the restore. Returns what
@@ -290,9 +336,14 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     snapshot = torch.cuda.memory_snapshot() if _arena else []
     blocks = _blocks(snapshot, _arena["base"], _arena["size"]) if _arena else []
     outside = _outside(snapshot, _arena["base"], _arena["size"]) if _arena else []
-    summary = _native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap), __version__,
-                             figures, launches, bitwise)
-    return json.loads(summary)
+    summary = json.loads(_native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap),
+                                        __version__, figures, (launches, quiet_launches, max_launches), bitwise))
+    others = summary.get("other-gpu-processes") or []
+    if others:
+        said = ", ".join(f"pid {p['pid']} ({p['name']}) on GPU {p['gpu']}" for p in others)
+        print(f"gnomon.torch.export: the GPU is shared with {said}: expectations recorded beside another "
+              "process may hold bits a launch alone would not give", file=sys.stderr, flush=True)
+    return summary
 
 
 def report(summary, path=None):

@@ -22,6 +22,7 @@ use gnomon_core::{
 use gnomon_kit::{
     allocations::{Allocations, Block, Piece, Standing},
     declare::{declare, Role, Tensor},
+    launches::Launching,
     live::{self, RankSet, Request},
     outside::LiveBlock,
 };
@@ -187,7 +188,7 @@ fn export(
     shard_cap: u64,
     producer_version: String,
     producer_seconds: Vec<(String, f64)>,
-    launches: u32,
+    launches: (u32, u32, u32),
     bitwise: bool,
 ) -> PyResult<String> {
     let recorder = lock(&RECORDER);
@@ -216,7 +217,7 @@ fn export(
                 shard_cap,
                 producer,
                 producer_seconds,
-                launches,
+                launching: Launching { least: launches.0, quiet: launches.1, most: launches.2 },
                 bitwise,
                 ranks: set.as_ref(),
             };

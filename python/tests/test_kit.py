@@ -126,7 +126,7 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], 8, False)
+        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], (8, 16, 64), False)
     assert gt.DEFAULT_BASE == BASE
 
 
@@ -232,8 +232,18 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
         def allocator(self):
             return self.entry_points
 
+    class Graph:
+        def __new__(cls, keep_graph=False):
+            made = super().__new__(cls)
+            made.keep_graph, made.pools = keep_graph, []
+            return made
+
+        def capture_begin(self, pool=None, capture_error_mode="global"):
+            self.pools.append(pool)
+
     cuda = types.SimpleNamespace(is_initialized=lambda: False, MemPool=Pool, use_mem_pool=Routing,
                                  graph_pool_handle=lambda: "pytorch's own",
+                                 graphs=types.SimpleNamespace(CUDAGraph=Graph),
                                  memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(gt, "_arena", {})
@@ -259,6 +269,17 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
         raise ValueError("a failing prefill")
     assert entered == [tensors]
     assert routed_when_made == [[tensors], [tensors]]
+    # A serving stack's captures land in the arena unchanged: given no pool, a pool of
+    # their own each; given a handle of PyTorch's, one arena pool per handle; given the
+    # arena's, that one. Every graph keeps its template for export.
+    g = Graph()
+    assert g.keep_graph and Graph(keep_graph=False).keep_graph is False
+    for pool in (None, None, (1, 0), (1, 0), (2, 0), graphs.id):
+        g.capture_begin(pool, capture_error_mode="relaxed")
+    private_a, private_b, handle_1, handle_1_again, handle_2, arena = g.pools
+    assert len({private_a, private_b, handle_1, handle_2, arena}) == 5 and arena == graphs.id
+    assert handle_1 == handle_1_again and all(p.allocator == graphs.allocator for p in made)
+    assert len(made) == 2 + 4, "two private pools and one per PyTorch handle"
     # At exit the routing ends before PyTorch destroys the pools (it asserts otherwise).
     for leave in at_exit:
         leave()

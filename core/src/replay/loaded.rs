@@ -92,6 +92,17 @@ impl LoadedState {
         unsafe { checksummer.checksums(&ranges) }
     }
 
+    /// A check that sums a checksum of each buffer `names` names on the device: whether
+    /// two launches gave the same outputs, without reading them back.
+    pub fn check_of<'c>(&self, names: &[&str], checksummer: &'c Checksummer) -> Result<RangeCheck<'c>, ReplayError> {
+        let ranges = names
+            .iter()
+            .map(|name| self.buffer(name).map(|b| (self.base + b.offset, b.size)))
+            .collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: buffers of the arena, mapped while this state lives.
+        unsafe { checksummer.checksums(&ranges) }
+    }
+
     pub(super) fn address(&self, b: &Buffer) -> u64 {
         self.base + b.offset
     }
