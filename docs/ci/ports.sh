@@ -2,9 +2,17 @@
 # after `python3 -m gnomon.torch`. Sourced by repeat.sh and reserved.sh.
 port_command() {
   case $1 in
+    *-deterministic) echo "$(port_command "${1%-deterministic}")" --deterministic ;;
     moe) echo python/ports/moe.py ;;
-    moe-deterministic) echo python/ports/moe.py --deterministic ;;
+    # The many-way combine: top 8 of 32 experts added into each token's row by index_add_.
+    moe-top8) echo python/ports/moe.py --experts 32 --top 8 --combine index-add ;;
+    moe-top8-bf16) echo python/ports/moe.py --experts 32 --top 8 --combine index-add --dtype bfloat16 ;;
     qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
+    # Qwen2-1.5B whole: 28 layers, SDPA's own grouped-query attention, argmax on a side stream.
+    qwen2-28-gqa) echo python/ports/decode.py --model qwen2 --layers 28 --gqa sdpa --argmax-side-stream \
+      --batches 16,8,4,2,1 --arena 16GiB --context 64 ;;
+    # HF's own forward whose experts combine as a serving stack's fused MoE: one index_add_.
+    hf-index-add-*) echo python/ports/hf.py --model "${1#hf-index-add-}" --experts index-add ;;
     hf-no-cudnn-*) echo python/ports/hf.py --model "${1#hf-no-cudnn-}" --no-cudnn-attention ;;
     hf-rival-*) echo python/ports/hf.py --model "${1#hf-rival-}" --cold-start-rival ;;
     hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;

@@ -7,6 +7,11 @@ Weights are random (nothing is downloaded). The step attends over a static KV ca
 holds `--context` earlier positions and writes the new one; each batch size is one graph.
 `--check-only` computes the eager step and prints its digest, without capture or export:
 the same program run with and without the recorder must print the same digest.
+
+`--layers 28 --gqa sdpa --argmax-side-stream` makes the Qwen2 step the deep one whose bf16
+outputs vary between launches on the H200: attention through
+`F.scaled_dot_product_attention(..., enable_gqa=True)` over the bf16 cache, the next token
+picked by argmax on a side stream inside the graph.
 """
 
 import argparse
@@ -20,12 +25,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import gnomon.torch as gt
 
+# Grouped-query attention by repeating key-value heads, or by SDPA's own `enable_gqa`.
+GQA = {"sdpa": False}
+
 # cuDNN first, as serving stacks prefer it on Hopper; the others where it declines a shape.
 BACKENDS = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
             SDPBackend.MATH]
 
 
-def gpt2():
+def gpt2(layers=None):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.set_default_dtype(torch.float16)
@@ -49,16 +57,16 @@ def gpt2():
     return model, step, (cfg.n_layer, heads, dim, cfg.vocab_size)
 
 
-def llama():
+def llama(layers=None):
     # Llama-2-7B's widths, ten layers: 4.6 GB of bf16 weights.
-    return hf_decoder("LlamaConfig", hidden_size=4096, intermediate_size=11008, num_hidden_layers=10,
+    return hf_decoder("LlamaConfig", hidden_size=4096, intermediate_size=11008, num_hidden_layers=layers or 10,
                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
 
 
-def qwen2():
+def qwen2(layers=None):
     # Qwen2-1.5B's widths (grouped-query attention 12/2 with q/k/v biases, a 151 936-token
-    # vocabulary), eight layers: a model the kit was not written around.
-    return hf_decoder("Qwen2Config", hidden_size=1536, intermediate_size=8960, num_hidden_layers=8,
+    # vocabulary), eight layers (the model has 28): a model the kit was not written around.
+    return hf_decoder("Qwen2Config", hidden_size=1536, intermediate_size=8960, num_hidden_layers=layers or 8,
                       num_attention_heads=12, num_key_value_heads=2, vocab_size=151936)
 
 
@@ -109,6 +117,9 @@ def attend(q, k, v, k_cache, v_cache, pos):
     k_cache[:, :, pos:pos + 1].copy_(k)
     v_cache[:, :, pos:pos + 1].copy_(v)
     keys, values = k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1]
+    if GQA["sdpa"]:
+        with sdpa_kernel(BACKENDS, set_priority=True):
+            return F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
     if keys.shape[1] < q.shape[1]:  # grouped-query attention: each key-value head serves a group
         group = q.shape[1] // keys.shape[1]
         keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)
@@ -126,26 +137,56 @@ def digest(t):
     return hashlib.sha256(t.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
 
 
+def capture(step, batches, tokens, kc, vc, pos, argmax_side_stream):
+    """One graph per batch size into the arena's graph pool; with `argmax_side_stream`, the
+    next token is picked on a side stream inside the graph (a fork and a join)."""
+    graphs, outputs = {}, {}
+    side = torch.cuda.Stream()
+    for b in batches:
+        g = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(g, pool=gt.graph_pool()):
+            logits = step(tokens[b], kc, vc, pos)
+            outputs[f"b{b}"] = {"logits": logits}
+            if argmax_side_stream:
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    outputs[f"b{b}"]["next-token"] = logits.argmax(-1)
+                torch.cuda.current_stream().wait_stream(side)
+        graphs[f"b{b}"] = g
+    torch.cuda.synchronize()
+    return graphs, outputs
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "llama", "qwen2"], required=True)
     p.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     p.add_argument("--batches", default="1,2,4,8")
     p.add_argument("--context", type=int, default=128)
+    p.add_argument("--layers", type=int, help="instead of the port's own number of layers")
+    p.add_argument("--gqa", choices=["repeat", "sdpa"], default="repeat",
+                   help="grouped-query attention by repeated key-value heads, or SDPA's enable_gqa")
+    p.add_argument("--argmax-side-stream", action="store_true", help="pick the next token on a side stream")
+    p.add_argument("--deterministic", action="store_true")
     p.add_argument("--arena", default="8GiB")
     p.add_argument("--out")
     p.add_argument("--summary")
     p.add_argument("--check-only", action="store_true")
     p.add_argument("--launches", type=int, default=gt.DEFAULT_LAUNCHES,
-                   help="launches of each template the export compares (1 plants a defect: no variation seen)")
+                   help="launches of each template the export compares at least (1 plants a defect: no "
+                        "variation seen)")
     args = p.parse_args()
     started = time.perf_counter()
+    GQA["sdpa"] = args.gqa == "sdpa"
+    if args.deterministic:
+        gt.deterministic()
     if not args.check_only:
         gt.record()
     gt.use_arena(args.arena)
     say("arena in use")
     torch.manual_seed(0)
-    model, step, (layers, heads, dim, vocab) = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}[args.model]()
+    make = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}[args.model]
+    model, step, (layers, heads, dim, vocab) = make(args.layers)
     if args.mode == "compiled":
         import torch._inductor.config as inductor
 
@@ -178,21 +219,16 @@ def main():
         torch.cuda.synchronize()
         timings["warm-up-s"] = time.perf_counter() - warm
         say("warmed up")
-        capture = time.perf_counter()
-        graphs, outputs, eager = {}, {}, {}
-        for b in batches:
-            g = torch.cuda.CUDAGraph(keep_graph=True)
-            with torch.cuda.graph(g, pool=gt.graph_pool()):
-                outputs[f"b{b}"] = {"logits": step(tokens[b], kc, vc, pos)}
-            graphs[f"b{b}"] = g
-        torch.cuda.synchronize()
-        timings["capture-s"] = time.perf_counter() - capture
+        capture_started = time.perf_counter()
+        graphs, outputs = capture(step, batches, tokens, kc, vc, pos, args.argmax_side_stream)
+        timings["capture-s"] = time.perf_counter() - capture_started
         say("captured")
         instantiate = time.perf_counter()
         for g in graphs.values():
             g.instantiate()
         torch.cuda.synchronize()
         timings["instantiate-s"] = time.perf_counter() - instantiate
+        eager = {}
         for b in batches:
             graphs[f"b{b}"].replay()
             eager[f"b{b}"] = digest(step(tokens[b], kc, vc, pos)) == digest(outputs[f"b{b}"]["logits"])

@@ -25,7 +25,15 @@ import torch
 
 import gnomon.torch as gt
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plant  # noqa: E402
+
 DTYPE = torch.bfloat16
+# Each decode step's closure and cache by template, so a planted defect can capture it again.
+STEPS = {}
+# The experts implementation the decode steps run (the prefill runs HF's own, so that the
+# cache it fills is alike in every process): `index_add` or HF's default.
+EXPERTS = {"decode": None, "prefill": None}
 
 # name: (config class, keyword arguments). Few layers, the family's real widths.
 DECODERS = {
@@ -50,6 +58,11 @@ DECODERS = {
     "mixtral": ("MixtralConfig", dict(hidden_size=1024, intermediate_size=3584, num_attention_heads=16,
                                       num_key_value_heads=8, num_hidden_layers=2, num_local_experts=8,
                                       num_experts_per_tok=2, vocab_size=32000)),
+    # a mixture of experts, top-8 of 32, q/k RMS norm.
+    "qwen3_moe": ("Qwen3MoeConfig", dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                                         num_attention_heads=32, num_key_value_heads=4, head_dim=128,
+                                         num_hidden_layers=2, num_experts=32, num_experts_per_tok=8,
+                                         vocab_size=151936)),
     # post-norm with q/k norm, nobody's port tuned to it.
     "olmo2": ("Olmo2Config", dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
                                   num_key_value_heads=16, num_hidden_layers=2, vocab_size=100352)),
@@ -60,6 +73,21 @@ DECODERS = {
 ENCODERS = {
     "bert": ("BertConfig", dict(num_hidden_layers=4)),
 }
+
+
+def index_add_experts(self, hidden_states, top_k_index, top_k_weights):
+    """An experts implementation for HF's `ExpertsInterface` that combines as a serving
+    stack's fused MoE does: every expert runs on every token (no data-dependent shapes, so
+    the step captures), and each token's chosen experts' outputs are added into its row by
+    one `index_add_`, whose bf16 atomics make the order of the sum, and so its bits, vary
+    from launch to launch."""
+    tokens, hidden = hidden_states.shape
+    up = torch.einsum("th,efh->etf", hidden_states, self.gate_up_proj)
+    out = torch.einsum("etf,ehf->eth", self._apply_gate(up), self.down_proj)
+    picked = out.permute(1, 0, 2).gather(1, top_k_index[..., None].expand(-1, -1, hidden))
+    weighted = (picked * top_k_weights[..., None]).to(hidden_states.dtype).reshape(-1, hidden)
+    rows = torch.arange(tokens, device=hidden_states.device).repeat_interleave(top_k_index.shape[1])
+    return torch.zeros_like(hidden_states).index_add_(0, rows, weighted)
 
 
 def build(name, layers=None, weights=None):
@@ -173,9 +201,13 @@ def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches,
         return logits, logits.argmax(-1)
 
     with torch.no_grad(), gt.outside_arena():
+        if EXPERTS["decode"]:
+            model.config._experts_implementation = EXPERTS["prefill"]
         prompt = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
         model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
               use_cache=True)
+        if EXPERTS["decode"]:
+            model.config._experts_implementation = EXPERTS["decode"]
         started = time.perf_counter()
         for _ in range(2):
             step()
@@ -189,10 +221,61 @@ def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches,
         capture = time.perf_counter() - started
     graphs[name] = g
     outputs[name] = {"logits": logits, "next-token": token}
+    STEPS[name] = (step, cache, context)
     caches[name] = cache_tensors(cache)
     inputs[f"{name}/tokens"] = tokens
     inputs[f"{name}/position"] = position
     return warm, capture
+
+
+def recapture(model, kind):
+    """Every decode step captured again, as the planted defect `kind` makes it (`skip-layer`:
+    the middle layer gives back its input), into the arena's graph pool."""
+    graphs, outputs = {}, {}
+    layer = model.model.layers[len(model.model.layers) // 2]
+
+    def skip(module, args, kwargs, output):
+        given = args[0] if args else kwargs["hidden_states"]
+        return given if isinstance(output, torch.Tensor) else (given, *output[1:])
+
+    hook = layer.register_forward_hook(skip, with_kwargs=True) if kind == "skip-layer" else None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad(), gt.outside_arena():
+        for name, (step, cache, context) in STEPS.items():
+            rewind(cache, context)
+            g = torch.cuda.CUDAGraph(keep_graph=True)
+            with torch.cuda.graph(g, pool=gt.graph_pool(), stream=side):
+                logits, token = step()
+            graphs[name], outputs[name] = g, {"logits": logits, "next-token": token}
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    if hook:
+        hook.remove()
+    return graphs, outputs
+
+
+def plant_defect(planted, model, graphs, outputs, caches, inputs):
+    """Makes the defect `planted` names in a decoder's captured program: a weight perturbs
+    the middle layer's down projection (its experts' where it has them); `kv-slot` moves
+    every cache's write position one on (the graph reads it from the cache's length tensors,
+    or from its position input where the cache keeps none); `skip-layer` captures every
+    step again with the middle layer giving back its input. Returns the fraction of a
+    perturbed weight's elements that changed."""
+    kind, rel = plant.kind(planted)
+    if kind == "weight":
+        mlp = model.model.layers[len(model.model.layers) // 2].mlp
+        down = getattr(mlp, "down_proj", None)
+        return plant.perturb(down.weight if down is not None else mlp.experts.down_proj, rel)
+    if kind == "kv-slot":
+        lengths = [t for c in caches.values() for k, t in c.items() if k.startswith("length")]
+        for t in lengths or [t for k, t in inputs.items() if k.endswith("/position")]:
+            t.add_(1)
+    if kind == "skip-layer":
+        again, again_outputs = recapture(model, kind)
+        graphs.update(again)
+        outputs.update(again_outputs)
+    return None
 
 
 def encoder_graphs(model, cfg, batches, context):
@@ -250,6 +333,8 @@ def main():
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--no-cudnn-attention", action="store_true",
                    help="keep PyTorch's scaled-dot-product attention off cuDNN")
+    p.add_argument("--experts", choices=["hf", "index-add"], default="hf",
+                   help="a mixture of experts' combine: HF's own, or one index_add_ as a serving stack's fused MoE")
     p.add_argument("--state-check", action="store_true",
                    help="replay each graph from its named state three times and say what changed")
     p.add_argument("--replays", type=int, default=0,
@@ -262,6 +347,7 @@ def main():
     p.add_argument("--ready-file", help=argparse.SUPPRESS)
     p.add_argument("--out", required=True)
     p.add_argument("--summary")
+    plant.arguments(p)
     a = p.parse_args()
     rival_s = cold_start_rival(a) if a.cold_start_rival else None
     if a.deterministic:
@@ -271,6 +357,11 @@ def main():
     if a.arena != "none":
         gt.use_arena(a.arena)
     model, cfg = build(a.model, a.layers, a.weights)
+    if a.experts == "index-add":
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+        ALL_EXPERTS_FUNCTIONS.register("index_add", index_add_experts)
+        EXPERTS.update(decode="index_add", prefill=model.config._experts_implementation)
     if a.save_weights:
         model.save_pretrained(a.save_weights)
         return
@@ -293,10 +384,14 @@ def main():
     if a.arena == "none":  # what PyTorch alone reserves for the same captures
         gt.report({"model": a.model, "max-memory-reserved": torch.cuda.max_memory_reserved()}, a.summary)
         return
+    changed = plant_defect(a.plant, model, graphs, outputs, caches, inputs) if a.plant else None
     summary = gt.export(graphs, a.out, weights=model, inputs=inputs, outputs=outputs, kv_cache=caches,
                         capture=seconds, launches=a.launches)
     summary["model"] = a.model
     summary["max-memory-reserved"] = torch.cuda.max_memory_reserved()
+    if a.plant:
+        plant.splice(a.against, a.out)
+        summary.update(plant=a.plant, against=a.against, changed=changed)
     gt.report(summary, a.summary)
 
 
