@@ -19,7 +19,7 @@
 use std::ops::Range;
 
 use gnomon_core::{
-    cuda::{NodeInfo, NodeKind, RetainedGraph},
+    cuda::{GraphExec, NodeInfo, NodeKind, RetainedGraph},
     format::Expectation,
     spread::DEFAULT_MARGIN,
 };
@@ -119,38 +119,45 @@ fn used(
     expected: &Expected<'_>,
     suspect: &Suspect,
 ) -> Result<Option<String>, KitError> {
-    let (start, len) = (suspect.block.start, suspect.block.end - suspect.block.start);
-    let ctx = launcher.context();
-    // SAFETY: a live block of PyTorch's in this process's context: mapped, and not freed
-    // while the export runs (the caller holds the tensors and waits for the export).
-    let saved = unsafe { ctx.read(start, len) }?;
+    let exec = graph.instantiate(flags)?;
+    if launched_with_block_changed(launcher, &exec, &suspect.block)? {
+        return Ok(Some("a launch wrote into the block".into()));
+    }
+    let changed = changed_output(launcher, expected, &suspect.template)?;
+    Ok(changed.map(|buffer| format!("with the block changed, output `{buffer}` changed beyond what its launches gave")))
+}
+
+/// Launches `exec` once from the loaded state with `block` changed, puts the block back,
+/// and says whether the launch wrote into it.
+fn launched_with_block_changed(launcher: &Launcher, exec: &GraphExec, block: &Range<u64>) -> Result<bool, KitError> {
+    let (ctx, len) = (launcher.context(), block.end - block.start);
+    // SAFETY (every call on the block below): a live block of PyTorch's in this process's
+    // context, mapped and not freed while the export runs (the caller holds its tensors
+    // and waits for the export).
+    let saved = unsafe { ctx.read(block.start, len) }?;
     // Zero changes indices and values alike without sending an index out of range; a
     // block of zeros gets another pattern.
     let pattern = if saved.iter().all(|&b| b == 0) { 0x3f } else { 0 };
-    let exec = graph.instantiate(flags)?;
-    // SAFETY: as above.
-    unsafe { ctx.write(start, &vec![pattern; saved.len()]) }?;
-    let launched = launcher.launch_once(&exec);
-    let after = launched.and_then(|()| Ok(unsafe { ctx.read(start, len) }?));
-    // SAFETY: as above; put back whatever the launch did.
-    unsafe { ctx.write(start, &saved) }?;
-    if after?.iter().any(|&b| b != pattern) {
-        return Ok(Some("a launch wrote into the block".into()));
-    }
-    let expectation = expected.expectations.iter().find(|e| e.template == suspect.template);
+    unsafe { ctx.write(block.start, &vec![pattern; saved.len()]) }?;
+    let after = launcher.launch_once(exec).and_then(|()| Ok(unsafe { ctx.read(block.start, len) }?));
+    unsafe { ctx.write(block.start, &saved) }?;
+    Ok(after?.iter().any(|&b| b != pattern))
+}
+
+/// The first output of `template` that the last launch gave beyond what the export's
+/// launches gave (a digest none gave, outside a varying output's allowance).
+fn changed_output(launcher: &Launcher, expected: &Expected<'_>, template: &str) -> Result<Option<String>, KitError> {
+    let expectation = expected.expectations.iter().find(|e| e.template == template);
     for o in expectation.map(|e| e.outputs.as_slice()).unwrap_or_default() {
         let bytes = launcher.read(&o.buffer)?;
         let digest = gnomon_core::format::hash_hex(&bytes[..]).expect("hashing memory cannot fail");
         let recorded = digest == o.sha256 || o.variation.as_ref().is_some_and(|v| v.sha256s.contains(&digest));
         let within = |v: &gnomon_core::format::Variation| {
-            let first = (expected.first_launch)(&suspect.template, &o.buffer).unwrap_or_default();
+            let first = (expected.first_launch)(template, &o.buffer).unwrap_or_default();
             v.allowance(DEFAULT_MARGIN).judge(v.element, first, &bytes).1
         };
         if !recorded && !o.variation.as_ref().is_some_and(within) {
-            return Ok(Some(format!(
-                "with the block changed, output `{}` changed beyond what its launches gave",
-                o.buffer
-            )));
+            return Ok(Some(o.buffer.clone()));
         }
     }
     Ok(None)
