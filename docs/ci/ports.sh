@@ -13,6 +13,9 @@ port_command() {
       --batches 16,8,4,2,1 --arena 16GiB --context 64 ;;
     # HF's own forward whose experts combine as a serving stack's fused MoE: one index_add_.
     hf-index-add-*) echo python/ports/hf.py --model "${1#hf-index-add-}" --experts index-add ;;
+    # A serving stack's capture code unchanged: a pool handle of PyTorch's own, or none.
+    hf-pool-pytorch-*) echo python/ports/hf.py --model "${1#hf-pool-pytorch-}" --pool pytorch ;;
+    hf-pool-none-*) echo python/ports/hf.py --model "${1#hf-pool-none-}" --pool none ;;
     hf-no-cudnn-*) echo python/ports/hf.py --model "${1#hf-no-cudnn-}" --no-cudnn-attention ;;
     hf-rival-*) echo python/ports/hf.py --model "${1#hf-rival-}" --cold-start-rival ;;
     hf-*) echo python/ports/hf.py --model "${1#hf-}" ;;

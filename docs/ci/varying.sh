@@ -6,8 +6,9 @@
 # program (moe-top8, fp32) exported STALE_EXPORTS times (20), four at a time, its outcomes
 # counted, and outside.py's graph that reads a tensor outside the arena refused.
 # `qualify`: every export's core qualified QUALIFIES times (5), the deterministic ones once.
-# `planted`: two ports exported again, then once per planted defect in a process of its
-# own against that core (python/ports/plant.py), and all of them qualified once. Cores stay in $CORES (default
+# `planted`: the ports exported again, then once per planted defect in a process of its
+# own against that core (python/ports/plant.py), and all of them qualified once; with
+# two captures given PyTorch's own pool handle and no pool. Cores stay in $CORES (default
 # /tmp/gnomon-varying) between the two; reports, summaries and logs go to
 # OUT_DIR/varying-PHASE.tar.gz. One thing at a time on the GPU, as repeat.sh says why.
 set -uo pipefail
@@ -50,10 +51,15 @@ if [[ $phase == planted ]]; then
   }
   plant moe-top8-bf16 control weight:0.001 weight:0.0039 weight:0.0156 weight:0.0625 skip-layer
   plant hf-index-add-mixtral control weight:0.0039 weight:0.0625 kv-slot skip-layer
+  plant hf-index-add-qwen3_moe control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer
   pack
+  # A serving stack's capture code unchanged: captures given a pool of PyTorch's own, or
+  # none, land in the arena; they must export and pass like the port's own.
+  export_one hf-pool-pytorch-qwen3 hf-pool-pytorch-qwen3
+  export_one hf-pool-none-qwen3 hf-pool-none-qwen3
   python3 -m gnomon.torch python/ports/outside.py "$(mktemp -d)" > "$work/outside.txt" 2>&1
   echo "outside.py: exit $? (0: the reading graph refused, the other exported)"
-  qualify planted "$cores"/*-orig/ "$cores"/*-plant-*/
+  qualify planted "$cores"/*-orig/ "$cores"/*-plant-*/ "$cores"/hf-pool-*/
   pack
   exit 0
 fi

@@ -163,9 +163,15 @@ def rewind(cache, length):
             layer.cumulative_length_int = length
 
 
-def decoder_graphs(model, cfg, batches, context):
+# The pool the decode steps are captured into, as a serving stack's own capture code
+# passes it: the kit's (`arena`), a handle of PyTorch's own (`pytorch`, what vLLM passes),
+# or none (`none`, a pool per graph); under use_arena all three land in the arena.
+POOLS = {"arena": lambda: gt.graph_pool(), "pytorch": lambda: torch.cuda.graph_pool_handle(), "none": lambda: None}
+
+
+def decoder_graphs(model, cfg, batches, context, pool_kind="arena"):
     """One decode step per batch size, captured largest first into one pool."""
-    pool = gt.graph_pool()
+    pool = POOLS[pool_kind]()
     graphs, outputs, caches, inputs = {}, {}, {}, {}
     warm, capture = 0.0, 0.0
     # Every batch is prefilled, warmed up and captured on one stream, as vLLM's
@@ -333,6 +339,8 @@ def main():
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--no-cudnn-attention", action="store_true",
                    help="keep PyTorch's scaled-dot-product attention off cuDNN")
+    p.add_argument("--pool", choices=sorted(POOLS), default="arena",
+                   help="the pool decode steps are captured into: the kit's, a handle of PyTorch's own, or none")
     p.add_argument("--experts", choices=["hf", "index-add"], default="hf",
                    help="a mixture of experts' combine: HF's own, or one index_add_ as a serving stack's fused MoE")
     p.add_argument("--state-check", action="store_true",
@@ -366,8 +374,10 @@ def main():
         model.save_pretrained(a.save_weights)
         return
     batches = [int(b) for b in a.batches.split(",")]
-    capture = encoder_graphs if a.model in ENCODERS else decoder_graphs
-    graphs, outputs, caches, inputs, seconds = capture(model, cfg, batches, a.context)
+    if a.model in ENCODERS:
+        graphs, outputs, caches, inputs, seconds = encoder_graphs(model, cfg, batches, a.context)
+    else:
+        graphs, outputs, caches, inputs, seconds = decoder_graphs(model, cfg, batches, a.context, a.pool)
     if a.ready_file:  # the cold-start rival, ready once every batch size is captured
         torch.cuda.synchronize()
         with open(a.ready_file, "w") as f:
