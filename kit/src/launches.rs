@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
-    format::{hash_hex, Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Variation},
+    format::{hash_hex, Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation},
     replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
     spread::{Element, Spread},
 };
@@ -162,7 +162,7 @@ struct Launched<'d> {
     name: &'d str,
     observed: Vec<Observed<'d>>,
     launches: u32,
-    speed: Option<gnomon_core::format::Speed>,
+    speed: Option<Speed>,
 }
 
 /// Launches each template from the core's state as `launching` says and returns its
@@ -225,19 +225,22 @@ fn record(
         let ids: Vec<String> = nodes.iter().map(|(id, _)| id.clone()).collect();
         let mut outputs = Vec::new();
         for o in &t.observed {
-            let variation = match (o.others.is_empty(), nodes.is_empty()) {
-                (false, _) => Some(o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone())),
-                (true, false) => match sources.get(&role_of(&o.compared.buffer, t.name)) {
-                    Some((template, source)) if source.compared.element == o.compared.element => {
-                        let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
-                        (v.sha256s, v.max_abs, v.max_ulp) = (Vec::new(), 0.0, 0);
-                        v.spread_of =
-                            Some(OutputRef { template: (*template).into(), buffer: source.compared.buffer.clone() });
-                        Some(v)
-                    }
-                    _ => None,
-                },
-                (true, true) => None,
+            // An output that did not vary takes a like output's spread only where its
+            // template runs a kernel found to vary.
+            let spread_of = match (o.others.is_empty(), nodes.is_empty()) {
+                (true, false) => sources.get(&role_of(&o.compared.buffer, t.name)).copied(),
+                _ => None,
+            };
+            let variation = match spread_of {
+                None if o.others.is_empty() => None,
+                None => Some(o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone())),
+                Some((_, source)) if source.compared.element != o.compared.element => None,
+                Some((template, source)) => {
+                    let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
+                    (v.sha256s, v.max_abs, v.max_ulp) = (Vec::new(), 0.0, 0);
+                    v.spread_of = Some(OutputRef { template: template.into(), buffer: source.compared.buffer.clone() });
+                    Some(v)
+                }
             };
             if let Some(v) = &variation {
                 expected.varied.push(varied(t.name, o, v, &nodes));
