@@ -63,6 +63,10 @@ DECODERS = {
                                          num_attention_heads=32, num_key_value_heads=4, head_dim=128,
                                          num_hidden_layers=2, num_experts=32, num_experts_per_tok=8,
                                          vocab_size=151936)),
+    # a mixture of experts, top-8 of 64 (OLMoE-1B-7B's widths).
+    "olmoe": ("OlmoeConfig", dict(hidden_size=2048, intermediate_size=1024, num_attention_heads=16,
+                                  num_key_value_heads=16, num_hidden_layers=2, num_experts=64,
+                                  num_experts_per_tok=8, vocab_size=50304)),
     # post-norm with q/k norm, nobody's port tuned to it.
     "olmo2": ("Olmo2Config", dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
                                   num_key_value_heads=16, num_hidden_layers=2, vocab_size=100352)),
