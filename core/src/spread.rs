@@ -376,12 +376,41 @@ mod tests {
             wide.holds(Element::Bfloat16, &first, &other_nan),
             Fit { elements: 2, differing: 1, ..Fit::default() }
         );
+        let s = spread(Element::Bfloat16, &first, &[&other_nan]);
+        assert_eq!((s.differing, s.incomparable), (1, 0), "two NaNs of different payload are both NaN");
         let s = spread(Element::Bytes, &[1, 2, 3], &[&[1, 2, 4]]);
         assert_eq!((s.differing, s.incomparable, s.max_ulp), (1, 1, 0));
         assert_eq!(wide.holds(Element::Bytes, &[1, 2, 3], &[1, 2, 4]).outside, 1);
-        assert_eq!(wide.holds(Element::Float32, &[0; 8], &[0; 4]).outside, 2, "lengths differ");
+        let misfit = Fit { elements: 2, differing: 2, outside: 2, worst_share: f64::INFINITY, max_abs: 0.0 };
+        assert_eq!(wide.holds(Element::Float32, &[0; 8], &[0; 4]), misfit, "lengths differ");
         let s = spread(Element::Float32, &[0; 8], &[&[0; 12]]);
         assert_eq!((s.differing, s.incomparable), (2, 2), "lengths differ");
+    }
+
+    /// Where a large value moved a little in absolute terms, the mean magnitude decides:
+    /// an rtol that covers it would allow far more over the whole output than the atol.
+    #[test]
+    fn the_envelope_weighs_rtol_by_the_outputs_mean_magnitude() {
+        let first = f32s(&[1000.0, 4000.0, 4000.0, 4000.0]);
+        let e = spread(Element::Float32, &first, &[&f32s(&[1000.0625, 4000.0, 4000.0, 4000.0])]).envelope();
+        assert_eq!(e, Envelope { atol: 0.0625, rtol: 0.0 });
+    }
+
+    /// A judge's allowance: the envelope and the fraction each times the margin, the
+    /// fraction never past all; an output passes when no element lies outside and no more
+    /// than that fraction of them differ.
+    #[test]
+    fn an_allowance_widens_both_and_admits_only_what_fits_both() {
+        let a = Allowance::widened(Envelope { atol: 0.01, rtol: 0.001 }, 0.25, 2.0);
+        assert_eq!(a, Allowance { envelope: Envelope { atol: 0.02, rtol: 0.002 }, fraction: 0.5 });
+        assert_eq!(Allowance::widened(Envelope::default(), 0.3, 4.0).fraction, 1.0, "never past all");
+        let first = f32s(&[1.0, 2.0, 3.0, 4.0]);
+        let (fit, admitted) = a.judge(Element::Float32, &first, &f32s(&[1.01, 2.0, 3.0, 4.0]));
+        assert!(admitted && fit.differing == 1 && fit.outside == 0, "{fit:?}");
+        assert!(a.judge(Element::Float32, &first, &f32s(&[1.01, 2.01, 3.0, 4.0])).1, "half of them: at the fraction");
+        assert!(!a.judge(Element::Float32, &first, &f32s(&[1.01, 2.01, 3.01, 4.0])).1, "more than half");
+        assert!(!a.judge(Element::Float32, &first, &f32s(&[1.1, 2.0, 3.0, 4.0])).1, "one element outside");
+        assert!(a.judge(Element::Float32, &first, &first).1, "the first launch itself");
     }
 
     #[test]
