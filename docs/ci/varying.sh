@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Honest verdicts on ports whose outputs vary between launches (issue 44). Usage:
-#   docs/ci/varying.sh WHEEL_DIR OUT_DIR exports|qualify|planted
+#   docs/ci/varying.sh WHEEL_DIR OUT_DIR exports|qualify|planted|shared
+# PORTS (words) narrows the varying ports; PLANTED names the ports whose defects are planted.
 # `exports`: each varying port exported 3 times and once under
 # gnomon.torch.deterministic(); then the stale-word
 # program (moe-top8, fp32) exported STALE_EXPORTS times (20), four at a time, its outcomes
 # counted, and outside.py's graph that reads a tensor outside the arena refused.
 # `qualify`: every export's core qualified QUALIFIES times (5), the deterministic ones once.
 # `planted`: the ports exported again, then once per planted defect in a process of its
-# own against that core (python/ports/plant.py), and all of them qualified once; with
-# two captures given PyTorch's own pool handle and no pool. Cores stay in $CORES (default
+# own against that core (python/ports/plant.py), three at a time, and all of them
+# qualified once; with two captures given PyTorch's own pool handle and no pool.
+# `shared`: the first export of each port qualified while another process holds a CUDA
+# context on the GPU, which the report must name. Cores stay in $CORES (default
 # /tmp/gnomon-varying) between the two; reports, summaries and logs go to
 # OUT_DIR/varying-PHASE.tar.gz. One thing at a time on the GPU, as repeat.sh says why.
 set -uo pipefail
@@ -20,8 +23,7 @@ export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
 mkdir -p "$cores" "$out" "$work/exports"
 # shellcheck source=docs/ci/ports.sh
 source "$(dirname "$0")/ports.sh"
-# hf-index-add-olmoe (top 8 of 64) is the third varying decoder's candidate, not yet run.
-ports=(moe-top8-bf16 hf-index-add-mixtral hf-index-add-qwen3_moe hf-index-add-olmoe)
+read -ra ports <<< "${PORTS:-moe-top8-bf16 hf-index-add-mixtral hf-index-add-qwen3_moe hf-index-add-olmoe}"
 pack() { tar -C "$work" -czf "$out/varying-$phase.tar.gz" .; }
 
 export_one() { # NAME PORT [ARGS...]
@@ -41,26 +43,44 @@ qualify() { # NAME CORE...
 }
 
 if [[ $phase == planted ]]; then
-  # Each planted core in a process of its own, against the port's own core (plant.py).
-  plant() { # PORT PLANT...
-    local port=$1 p
-    shift
+  declare -A plants=(
+    [moe-top8-bf16]="control weight:0.001 weight:0.0039 weight:0.0156 weight:0.0625 skip-layer"
+    [hf-index-add-mixtral]="control weight:0.0039 weight:0.0625 kv-slot skip-layer"
+    [hf-index-add-qwen3_moe]="control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer"
+    [hf-index-add-olmoe]="control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer"
+  )
+  # Each planted core in a process of its own, against the port's own core (plant.py);
+  # three at a time: a verdict here is about values, not speed.
+  for port in ${PLANTED:-${!plants[*]}}; do
     export_one "$port-orig" "$port"
-    for p in "$@"; do
-      export_one "$port-plant-${p//:/-}" "$port" --plant "$p" --against "$cores/$port-orig"
+    n=0
+    for p in ${plants[$port]}; do
+      export_one "$port-plant-${p//:/-}" "$port" --plant "$p" --against "$cores/$port-orig" &
+      (( ++n % 3 == 0 )) && wait
     done
-  }
-  plant moe-top8-bf16 control weight:0.001 weight:0.0039 weight:0.0156 weight:0.0625 skip-layer
-  plant hf-index-add-mixtral control weight:0.0039 weight:0.0625 kv-slot skip-layer
-  plant hf-index-add-qwen3_moe control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer
-  pack
+    wait
+    pack
+  done
   # A serving stack's capture code unchanged: captures given a pool of PyTorch's own, or
   # none, land in the arena; they must export and pass like the port's own.
-  export_one hf-pool-pytorch-qwen3 hf-pool-pytorch-qwen3
-  export_one hf-pool-none-qwen3 hf-pool-none-qwen3
-  python3 -m gnomon.torch python/ports/outside.py "$(mktemp -d)" > "$work/outside.txt" 2>&1
-  echo "outside.py: exit $? (0: the reading graph refused, the other exported)"
+  export_one hf-pool-pytorch-qwen3 hf-pool-pytorch-qwen3 &
+  export_one hf-pool-none-qwen3 hf-pool-none-qwen3 &
+  wait
   qualify planted "$cores"/*-orig/ "$cores"/*-plant-*/ "$cores"/hf-pool-*/
+  pack
+  exit 0
+fi
+
+if [[ $phase == shared ]]; then
+  # Another process holds a context (and a little memory) on the GPU for the whole qualify.
+  python3 -c 'import time, torch; torch.ones(1 << 20, device="cuda"); time.sleep(600)' &
+  holder=$!
+  sleep 15
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv > "$work/holder.txt"
+  firsts=()
+  for port in "${ports[@]}"; do firsts+=("$cores/$port-e1/"); done
+  qualify shared "${firsts[@]}"
+  kill "$holder"
   pack
   exit 0
 fi

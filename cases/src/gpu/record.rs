@@ -5,7 +5,7 @@
 
 use gnomon_core::{
     cuda::{Module, NodeKind},
-    record::{image_of, images_by_entries, ImageRecorder},
+    record::{image_of, images_by_entries, ImageRecorder, LoadedImage},
 };
 use gnomon_fixtures::kernels::REDUCTION;
 
@@ -42,6 +42,13 @@ pub fn cases() -> Vec<Case> {
         }
         accepted(gpu.stream.synchronize(), "run the kernels loaded from their images")?;
         chain.check()?;
+        // Each reload above was a library, unloaded at the end of its turn: hearing again
+        // must not hand those handles to the driver, and finds the same images.
+        let again = recorder.heard(&gpu.ctx).images;
+        let digests = |images: &[LoadedImage]| images.iter().map(|i| i.sha256.clone()).collect::<Vec<_>>();
+        ensure(digests(&again) == digests(&images), || {
+            "after the reloads were unloaded, other images were heard".into()
+        })?;
         let loads: u32 = images.iter().map(|i| i.loads).sum();
         ctx.metrics(
             [

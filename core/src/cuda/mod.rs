@@ -205,10 +205,11 @@ impl Context {
 
     /// The module a library loaded with `cuLibraryLoad*` has in this context: the handle
     /// its kernels' `cuFuncGetModule` gives. `library` is a handle the recorder heard
-    /// returned; a library since unloaded gives an error.
+    /// returned and not unloaded since: the driver does not check it (an unloaded one
+    /// crashed the process on the H200).
     pub fn library_module(&self, library: usize) -> Result<usize> {
         let mut module = std::ptr::null_mut();
-        // SAFETY: the driver checks the handle it is given and writes one module handle.
+        // SAFETY: a library handle not unloaded (the caller's promise); writes one module handle.
         self.call("cuLibraryGetModule", || unsafe { sys::cuLibraryGetModule(&mut module, library as sys::CUlibrary) })?;
         Ok(module as usize)
     }

@@ -30,6 +30,11 @@ const MODULE_LOADS: [Driver; 6] = [
     Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
     Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile,
 ];
+/// Driver calls that unload what a load of [`MODULE_LOADS`] returned, given its handle
+/// first: a handle unloaded must never be handed to the driver again (`cuLibraryGetModule`
+/// of an unloaded library crashed the process on the H200).
+const UNLOADS: [Driver; 2] =
+    [Driver::CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload];
 /// Those of [`MODULE_LOADS`] given a file's name.
 const FILE_LOADS: [&str; 2] = ["cuModuleLoad", "cuLibraryLoadFromFile"];
 
@@ -125,7 +130,7 @@ impl Subscription {
         let subscription = Self { handle, unsubscribe, _sink: sink, sink: sink_ptr };
         // SAFETY: a live subscriber handle and a domain and callback id CUPTI defines.
         call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_RESOURCE, MODULE_LOADED) })?;
-        for cbid in MODULE_LOADS {
+        for cbid in MODULE_LOADS.into_iter().chain(UNLOADS) {
             // SAFETY: as above.
             call("cuptiEnableCallback", unsafe { enable(1, handle, DOMAIN_DRIVER_API, cbid as u32) })?;
         }
@@ -179,7 +184,11 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     if domain == DOMAIN_DRIVER_API {
         // SAFETY: for the driver domain CUPTI passes a `CUpti_CallbackData`; the sink is
         // the one the subscription keeps alive.
-        unsafe { on_module_load_call(&*(cbdata as *const CUpti_CallbackData), &*(userdata as *const Sink)) };
+        let (call, sink) = unsafe { (&*(cbdata as *const CUpti_CallbackData), &*(userdata as *const Sink)) };
+        match UNLOADS.iter().find(|u| **u as u32 == cbid) {
+            Some(unload) => on_unload_call(call, *unload == Driver::CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload, sink),
+            None => on_module_load_call(call, sink),
+        }
         return;
     }
     if domain != DOMAIN_RESOURCE || cbid != MODULE_LOADED {
@@ -205,21 +214,38 @@ unsafe extern "C" fn on_callback(userdata: *mut c_void, domain: u32, cbid: u32, 
     sink.lock().unwrap_or_else(|e| e.into_inner()).loads.push(Load { bytes, loader });
 }
 
+/// Whether this is the exit of a call that succeeded.
+fn succeeded(call: &CUpti_CallbackData) -> bool {
+    let exit = call.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_EXIT;
+    // SAFETY: at exit, a non-null `functionReturnValue` points to the call's `CUresult`.
+    exit && !call.functionParams.is_null()
+        && !call.functionReturnValue.is_null()
+        && unsafe { *(call.functionReturnValue as *const u32) } == 0
+}
+
+/// On the successful exit of an unload of [`UNLOADS`], forgets the loads that returned
+/// its handle.
+fn on_unload_call(call: &CUpti_CallbackData, library: bool, sink: &Sink) {
+    if !succeeded(call) {
+        return;
+    }
+    // SAFETY: both unloads take the handle, by value, as their one parameter.
+    let handle = unsafe { *(call.functionParams as *const usize) };
+    let mut seen = sink.lock().unwrap_or_else(|e| e.into_inner());
+    seen.modules.retain(|m| m.handle != handle || m.library != library);
+}
+
 /// On the successful exit of a load of [`MODULE_LOADS`] given an ELF image or a file, notes the
 /// module handle it returned with the digest of that image: the recorded image of the
 /// same digest is the module's, even when the driver loads it lazily, after the call.
 fn on_module_load_call(call: &CUpti_CallbackData, sink: &Sink) {
-    let exit = call.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_EXIT;
-    if !exit || call.functionParams.is_null() || call.functionReturnValue.is_null() {
+    if !succeeded(call) {
         return;
     }
-    // SAFETY: at exit, `return_value` points to the call's `CUresult`, and the parameters
-    // of every call in `MODULE_LOADS` begin with the handle's address (written on success)
-    // followed by the image pointer, or for `cuModuleLoad` the file name.
+    // SAFETY: the parameters of every call in `MODULE_LOADS` begin with the handle's
+    // address (written on success) followed by the image pointer, or for `cuModuleLoad`
+    // the file name.
     let (module, image) = unsafe {
-        if *(call.functionReturnValue as *const u32) != 0 {
-            return;
-        }
         let params = call.functionParams as *const *const c_void;
         let out = *params as *const *mut c_void;
         if out.is_null() {
