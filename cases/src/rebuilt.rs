@@ -6,9 +6,10 @@
 
 use std::collections::HashMap;
 
+use gnomon_format::{EdgeKind, Function, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, ParamSlot, Template};
+
 use gnomon_core::{
     cuda::{NodeKind, RetainedGraph},
-    format::{EdgeKind, Function, FunctionAttributes, LaunchAttributes, Manifest, NodeOp, ParamSlot, Template},
     replay::Functions,
 };
 

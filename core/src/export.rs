@@ -4,16 +4,18 @@
 
 use std::{collections::HashMap, path::Path};
 
+use gnomon_format::{
+    buffer_at,
+    digest::ShardDigester,
+    shards::{plan, ShardCap},
+    validate, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
+    FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PeerRange,
+    PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
+};
+
 use crate::{
     cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
-    format::{
-        buffer_at, digest::ShardDigester, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter,
-        Edge, Expectation, FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node,
-        NodeOp, PeerRange, PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
-    },
-    shards::{plan, ShardCap},
-    validate,
 };
 
 /// Bytes read back from the device and written per step of a snapshot.
@@ -108,8 +110,8 @@ impl Exporter {
                 }
             }
         }
-        let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(crate::errors::ValidationError::from)?;
-        let spans = plan(a.size, cap).map_err(crate::errors::ValidationError::from)?;
+        let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(gnomon_format::errors::ValidationError::from)?;
+        let spans = plan(a.size, cap).map_err(gnomon_format::errors::ValidationError::from)?;
         let mut written = 0;
         for span in spans {
             let file = format!("shards/{:04}.bin", span.index);
@@ -193,7 +195,7 @@ impl Exporter {
     /// Writes an output's bytes (a varying output's first launch) under its digest; returns
     /// the file's path in the core.
     pub fn store_output(&self, bytes: &[u8]) -> Result<String, ExportError> {
-        let sha256 = crate::format::hash_hex(bytes).expect("hashing memory cannot fail");
+        let sha256 = gnomon_format::hash_hex(bytes).expect("hashing memory cannot fail");
         let file = format!("outputs/{sha256}.bin");
         self.writer.write_file(&file, bytes)?;
         Ok(file)
@@ -270,8 +272,8 @@ impl Exporter {
     /// struct or tensor map) whose value lies in a buffer or a peer's window are recorded
     /// as a pointer. (A double whose bits fall inside the arena would be a denormal near
     /// 1e-310.)
-    fn pointer_params(&self, layout: &[crate::format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
-        crate::params::words(layout, params)
+    fn pointer_params(&self, layout: &[gnomon_format::ParamSlot], params: &[u8]) -> Vec<PointerParam> {
+        gnomon_format::params::words(layout, params)
             .filter(|&(_, _, word)| {
                 self.buffer_ref(word).is_some() || self.manifest.peers.iter().any(|p| p.window().contains(&word))
             })

@@ -23,7 +23,7 @@ use rustix::net::{
     SendFlags,
 };
 
-use crate::errors::RendezvousError as E;
+use self::RendezvousError as E;
 
 /// The most descriptors one message carries (the kernel's `SCM_MAX_FD`).
 pub const MAX_FDS: usize = 253;
@@ -430,4 +430,22 @@ mod tests {
         let e = alone.barrier("step-4", &set(&[1])).unwrap_err();
         assert!(matches!(e, E::PeerAbsent { peer: 1, .. }), "{e}");
     }
+}
+
+/// Rank processes meeting to share their memory .
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RendezvousError {
+    #[error("rank {peer} did not open {} within {waited_s:.1} s: it never started, or failed before it could share its memory", socket.display())]
+    PeerAbsent { peer: u32, socket: std::path::PathBuf, waited_s: f64 },
+    #[error("rank {peer} maps rank {rank}'s memory but did not ask for it within {waited_s:.1} s")]
+    PeerNeverAsked { peer: u32, rank: u32, waited_s: f64 },
+    #[error("rank {peer}: {what}")]
+    Protocol { peer: u32, what: String },
+    #[error("{count} allocations to share, more than one message carries ({max})", max = MAX_FDS)]
+    TooMany { count: usize },
+    #[error("a note of {bytes} B, longer than an offer carries ({max} B)", max = MAX_NOTE)]
+    NoteTooLong { bytes: usize },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
 }

@@ -368,7 +368,7 @@ impl ExportArgs {
 
 fn parse_flags(s: &str) -> Result<u64, String> {
     let value = s.parse::<u64>().map_err(|_| format!("`{s}` is not a number"))?;
-    gnomon_core::flags::InstantiateFlags::new(value).map(|f| f.bits()).map_err(|e| e.to_string())
+    gnomon_format::flags::InstantiateFlags::new(value).map(|f| f.bits()).map_err(|e| e.to_string())
 }
 
 /// A byte size such as `64MiB`; a plain number is bytes.

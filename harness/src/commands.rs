@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use gnomon_cases::{catalogue, CatalogueOptions};
-use gnomon_core::{account::Account, errors::CoreError, Core};
+use gnomon_format::{account::Account, errors::CoreError, Core};
 use gnomon_reports::{compare, exit_codes, merge, render, summary, text::printable, Gate, MetricPolicy, Report};
 
 use crate::cli::{AccountFormat, CompareArgs, MergeArgs, OutputFormat, SummaryArgs, TrendArgs, ValidateArgs};

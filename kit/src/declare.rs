@@ -3,10 +3,7 @@
 //! is declared, and no other. Live allocations nobody named (a model's constant buffers)
 //! are stored as inputs; retired ones (a capture's intermediates) are undefined scratch.
 
-use gnomon_core::{
-    format::{Buffer, BufferContents, BufferRole},
-    spread::Element,
-};
+use gnomon_format::{spread::Element, Buffer, BufferContents, BufferRole};
 
 use crate::{
     allocations::{Allocations, Block, Standing},

@@ -12,12 +12,16 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use gnomon_format::{
+    hash_hex,
+    spread::{Element, Spread},
+    Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
+};
+
 use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
-    format::{hash_hex, Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation},
     replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
-    spread::{Element, Spread},
 };
 use serde::Serialize;
 

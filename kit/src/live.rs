@@ -10,10 +10,11 @@ use std::{
     time::Instant,
 };
 
+use gnomon_format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags};
+
 use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, NodeInfo, NodeKind, RetainedGraph},
     export::{Exporter, ModuleImage},
-    format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags},
     record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
     replay::{RankLink, Ranks},
     sharing::GpuProcess,
@@ -365,7 +366,7 @@ mod tests {
     use super::*;
 
     fn image(bytes: &[u8]) -> LoadedImage {
-        let sha256 = gnomon_core::format::hash_hex(bytes).unwrap();
+        let sha256 = gnomon_format::hash_hex(bytes).unwrap();
         LoadedImage {
             sha256,
             bytes: bytes.to_vec(),

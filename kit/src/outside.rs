@@ -18,11 +18,9 @@
 
 use std::ops::Range;
 
-use gnomon_core::{
-    cuda::{GraphExec, NodeInfo, NodeKind, RetainedGraph},
-    format::Expectation,
-    spread::DEFAULT_MARGIN,
-};
+use gnomon_format::{spread::DEFAULT_MARGIN, Expectation};
+
+use gnomon_core::cuda::{GraphExec, NodeInfo, NodeKind, RetainedGraph};
 use serde::Serialize;
 
 use crate::{errors::KitError, launches::Launcher};
@@ -150,9 +148,9 @@ fn changed_output(launcher: &Launcher, expected: &Expected<'_>, template: &str) 
     let expectation = expected.expectations.iter().find(|e| e.template == template);
     for o in expectation.map(|e| e.outputs.as_slice()).unwrap_or_default() {
         let bytes = launcher.read(&o.buffer)?;
-        let digest = gnomon_core::format::hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+        let digest = gnomon_format::hash_hex(&bytes[..]).expect("hashing memory cannot fail");
         let recorded = digest == o.sha256 || o.variation.as_ref().is_some_and(|v| v.sha256s.contains(&digest));
-        let within = |v: &gnomon_core::format::Variation| {
+        let within = |v: &gnomon_format::Variation| {
             let first = (expected.first_launch)(template, &o.buffer).unwrap_or_default();
             v.allowance(DEFAULT_MARGIN).judge(v.element, first, &bytes).1
         };
@@ -169,7 +167,7 @@ fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u6
     let within = |address: u64| outside.iter().find(|b| b.range.contains(&address));
     match kind {
         NodeKind::Kernel { function, params, layout, .. } => {
-            gnomon_core::params::words(layout, params).find_map(|(param, at, word)| {
+            gnomon_format::params::words(layout, params).find_map(|(param, at, word)| {
                 let place = if at == 0 { String::new() } else { format!(" (byte {at})") };
                 within(word).map(|b| (format!("kernel `{function}` parameter {param}{place}"), word, b))
             })
@@ -184,7 +182,7 @@ fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u6
 
 #[cfg(test)]
 mod tests {
-    use gnomon_core::format::{LaunchAttributes, ParamSlot};
+    use gnomon_format::{LaunchAttributes, ParamSlot};
 
     use super::*;
 

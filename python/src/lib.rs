@@ -10,14 +10,12 @@ use std::{
     time::Duration,
 };
 
+use gnomon_format::{account::Account, spread::Element, Core, Producer};
+
 use gnomon_core::{
-    account::Account,
     cuda::{ArenaMapping, Context},
-    format::Producer,
     record::ImageRecorder,
     replay::RankLink,
-    spread::Element,
-    Core,
 };
 use gnomon_kit::{
     allocations::{Allocations, Block, Piece, Standing},

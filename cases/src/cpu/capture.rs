@@ -1,10 +1,10 @@
 //! `cpu/capture/`: a recorded capture description yields a deterministic node and edge order.
 
-use gnomon_core::{
+use gnomon_fixtures::capture::fork_join;
+use gnomon_format::{
     capture_order::{construct, CaptureOp},
     errors::CaptureError,
 };
-use gnomon_fixtures::capture::fork_join;
 
 use crate::{accepted, ensure, refused, Case};
 

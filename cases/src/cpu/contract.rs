@@ -1,6 +1,6 @@
 //! `cpu/contract/`: export needs templates only; replay needs one executable per template.
 
-use gnomon_core::{
+use gnomon_format::{
     contract::{ExportPlan, GraphExecutable, GraphTemplate, ReplayPlan},
     errors::ContractError,
     flags::{FlagsOrigin, InstantiateFlags},

@@ -1,6 +1,6 @@
 //! `cpu/flags/`: exactly one flags source; only 0, 1, 8 and 9.
 
-use gnomon_core::{
+use gnomon_format::{
     errors::FlagsError,
     flags::{resolve, FlagsOrigin, InstantiateFlags, ReportsFlags},
 };

@@ -3,18 +3,14 @@
 
 use std::{fs, os::unix::fs::symlink, path::Path};
 
-use gnomon_core::{
-    errors::{CoreError, FlagsError, ShardPlanError, ValidationError as V},
-    format::{
-        BufferContents, ClusterScheduling, Edge, EdgeKind, ModuleKind, NodeOp, PeerRange, PointerParam, Provenance,
-        Shard, Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
-    },
-    validate::MAX_MODULE_BYTES,
-    Core,
-};
 use gnomon_fixtures::{
     golden,
     sample::{CoreDraft, ARENA, BASE, CAP, GRANULARITY, MODULE_FILE, PEER_WINDOW, VARYING_FILE},
+};
+use gnomon_format::{
+    errors::CoreError, errors::FlagsError, errors::ShardPlanError, errors::ValidationError as V,
+    validate::MAX_MODULE_BYTES, BufferContents, ClusterScheduling, Core, Edge, EdgeKind, ModuleKind, NodeOp, PeerRange,
+    PointerParam, Provenance, Shard, Unchecked, MANIFEST_FILE, MAX_MANIFEST_BYTES,
 };
 
 use crate::{accepted, ensure, refused, Case, Verdict};
@@ -535,7 +531,7 @@ pub fn corruptions() -> Vec<Corruption> {
         row(
             "v3-variation-element-misfits",
             |d| {
-                vary(d, |v| v.element = gnomon_core::spread::Element::Float64);
+                vary(d, |v| v.element = gnomon_format::spread::Element::Float64);
                 d.manifest.buffers[1].size = 4092;
                 if let NodeOp::Memcpy(copy) = &mut d.manifest.templates[0].nodes[2].op {
                     copy.bytes = 4092;
@@ -546,7 +542,7 @@ pub fn corruptions() -> Vec<Corruption> {
         row("v3-variation-fraction-zero", |d| vary(d, |v| v.differing_fraction = 0.0), unsettled!("(0, 1]")),
         row(
             "v3-variation-spread-on-bytes",
-            |d| vary(d, |v| v.element = gnomon_core::spread::Element::Bytes),
+            |d| vary(d, |v| v.element = gnomon_format::spread::Element::Bytes),
             unsettled!("for bytes neither max-abs nor max-ulp"),
         ),
         row("v3-variation-unknown-node", |d| vary(d, |v| v.nodes = vec!["n9".into()]), unsettled!("node `n9`")),
@@ -675,20 +671,20 @@ fn second_peer(d: &mut CoreDraft, change: fn(&mut PeerRange)) {
 }
 
 /// The sample with a speed recorded for its template, changed by `change`.
-fn timed(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Speed)) {
-    let mut speed = gnomon_core::format::Speed { launches: 20, median_us: 100.0, spread_us: 1.0 };
+fn timed(d: &mut CoreDraft, change: fn(&mut gnomon_format::Speed)) {
+    let mut speed = gnomon_format::Speed { launches: 20, median_us: 100.0, spread_us: 1.0 };
     change(&mut speed);
     d.manifest.expectations[0].speed = Some(speed);
 }
 
 /// The varying sample with its variation changed by `change`.
-fn vary(d: &mut CoreDraft, change: fn(&mut gnomon_core::format::Variation)) {
+fn vary(d: &mut CoreDraft, change: fn(&mut gnomon_format::Variation)) {
     *d = CoreDraft::varying();
     change(d.variation_mut());
 }
 
-fn output_ref(template: &str) -> gnomon_core::format::OutputRef {
-    gnomon_core::format::OutputRef { template: template.into(), buffer: "y".into() }
+fn output_ref(template: &str) -> gnomon_format::OutputRef {
+    gnomon_format::OutputRef { template: template.into(), buffer: "y".into() }
 }
 
 fn nothing_checked(d: &mut CoreDraft) {
@@ -746,7 +742,7 @@ fn truncate_file(d: &mut CoreDraft, file: &str) {
     d.files.get_mut(file).expect("sample file").truncate(100);
 }
 
-fn chunks(d: &mut CoreDraft, shard: usize) -> &mut gnomon_core::format::Chunks {
+fn chunks(d: &mut CoreDraft, shard: usize) -> &mut gnomon_format::Chunks {
     d.manifest.shards[shard].chunks.as_mut().expect("the sample is a v3 core")
 }
 
@@ -754,7 +750,7 @@ fn chunks(d: &mut CoreDraft, shard: usize) -> &mut gnomon_core::format::Chunks {
 /// the image says of its arch is wrong.
 fn replace_module(d: &mut CoreDraft, kind: ModuleKind, bytes: Vec<u8>) {
     let module = &mut d.manifest.modules[0];
-    (module.kind, module.sha256) = (kind, gnomon_core::format::hash_hex(bytes.as_slice()).expect("hash memory"));
+    (module.kind, module.sha256) = (kind, gnomon_format::hash_hex(bytes.as_slice()).expect("hash memory"));
     d.files.insert(MODULE_FILE.into(), bytes);
 }
 
@@ -850,7 +846,7 @@ pub fn cases() -> Vec<Case> {
             for (launches, median_us, spread_us) in [(20, 1e-3, 0.0), (1 << 16, 1e6, 1e6)] {
                 let root = temp_root()?;
                 let mut draft = CoreDraft::sample();
-                let speed = gnomon_core::format::Speed { launches, median_us, spread_us };
+                let speed = gnomon_format::Speed { launches, median_us, spread_us };
                 draft.manifest.expectations[0].speed = Some(speed);
                 draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
                 let core = accepted(Core::open(root.path()), &format!("a core recording the speed {speed:?}"))?;
@@ -865,7 +861,7 @@ pub fn cases() -> Vec<Case> {
             let core = accepted(Core::open(root.path()), "a core with an output recorded as varying")?;
             let v = core.manifest().expectations[0].outputs[0].variation.as_ref();
             ensure(v.is_some_and(|v| v.nodes == ["n1"]), || format!("its variation read back as {v:?}"))?;
-            let lines = gnomon_core::account::Account::of(core.manifest()).lines();
+            let lines = gnomon_format::account::Account::of(core.manifest()).lines();
             let said = "outputs varying between launches: decode-b1/y (2 digests over 8 launches: \
                         |x − first| ≤ 2.500e-1 + 9.537e-7·|first|, at most 0.2500 of elements, from node n1)";
             ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))
@@ -874,7 +870,7 @@ pub fn cases() -> Vec<Case> {
             let root = temp_root()?;
             CoreDraft::peered().write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
             let core = accepted(Core::open(root.path()), "a rank whose kernel holds an address in its peer's range")?;
-            let lines = gnomon_core::account::Account::of(core.manifest()).lines();
+            let lines = gnomon_format::account::Account::of(core.manifest()).lines();
             let said = "peer ranges mapped: rank 1 bytes 0x0..0x1000 at 0x210000000000";
             ensure(lines.iter().any(|l| l == said), || format!("its account says {lines:?}"))?;
             // Until replay maps peers, it refuses such a core before any kernel is built.

@@ -1,7 +1,7 @@
 //! `cpu/shards/`: planning an arena into shards at both caps, at exact multiples of the cap
 //! and one byte past, and refusing caps that cannot be mapped.
 
-use gnomon_core::{
+use gnomon_format::{
     errors::ShardPlanError,
     shards::{plan, ShardCap, ShardSpan, GIB, MIB},
 };

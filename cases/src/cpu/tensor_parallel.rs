@@ -1,12 +1,8 @@
 //! `cpu/tensor-parallel/`: a set of per-rank cores is consistent, and a mismatched rank is
 //! refused with the reason.
 
-use gnomon_core::{
-    errors::TensorParallelError as E,
-    format::{Manifest, PeerRange},
-    tensor_parallel::check,
-};
 use gnomon_fixtures::sample::{CoreDraft, CAP, GRANULARITY};
+use gnomon_format::{errors::TensorParallelError as E, tensor_parallel::check, Manifest, PeerRange};
 
 use crate::{accepted, ensure, refused, Case, Verdict};
 
@@ -52,7 +48,7 @@ pub fn cases() -> Vec<Case> {
             "cpu/tensor-parallel/template-shape-mismatch-refused",
             CLAIM,
             mismatch(
-                |m| m.templates[0].nodes[3].op = gnomon_core::format::NodeOp::EventRecord { event: "e".into() },
+                |m| m.templates[0].nodes[3].op = gnomon_format::NodeOp::EventRecord { event: "e".into() },
                 "nodes",
             ),
         ),

@@ -3,7 +3,9 @@
 //! replay rebuilds them and read back from the driver (`rebuilt.rs`): every node, edge and
 //! function attribute must equal what was captured.
 
-use gnomon_core::{cuda::Context, format::NodeOp, replay::rebuild_only, Core};
+use gnomon_format::{Core, NodeOp};
+
+use gnomon_core::{cuda::Context, replay::rebuild_only};
 
 use crate::{rebuilt::Recorded, replay::exported_core, Case, Verdict};
 

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use gnomon_core::{
+use gnomon_format::{
     capture_order::{construct, CaptureOp},
-    cuda::{CudaError, Event, NodeKind, Stream},
     params::{slot_value, ParamBlob},
 };
+
+use gnomon_core::cuda::{CudaError, Event, NodeKind, Stream};
 use gnomon_fixtures::{capture::fork_join, kernels::ELEMENTWISE};
 
 use super::Gpu;

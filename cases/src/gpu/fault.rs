@@ -1,8 +1,8 @@
 //! `gpu/fault/`: a kernel that faults on purpose and leaves a sticky error. Included only
 //! with the hidden `--include-faults` flag, to show that it fails its case alone.
 
-use gnomon_core::params::ParamBlob;
 use gnomon_fixtures::kernels::FAULT;
+use gnomon_format::params::ParamBlob;
 
 use super::Gpu;
 use crate::{Case, Verdict};

@@ -1,11 +1,12 @@
 //! `gpu/flags/`: flags 0, 1, 8, 9 instantiate, launch and compute correctly; what the
 //! driver reports back for each; and refused flags create no executable.
 
-use gnomon_core::{
-    cuda::{live_executables, CudaError},
+use gnomon_format::{
     errors::FlagsError,
     flags::{resolve, ReportsFlags},
 };
+
+use gnomon_core::cuda::{live_executables, CudaError};
 
 use super::{Chain, Gpu};
 use crate::{accepted, ensure, refused, Case};

@@ -2,11 +2,9 @@
 //! read back from a captured node (per the driver's layout) rebuild a launch whose output
 //! equals the original's, bit for bit, and the CPU reference.
 
-use gnomon_core::{
-    cuda::{Function, RetainedGraph},
-    errors::ParamError,
-    params::ParamBlob,
-};
+use gnomon_format::{errors::ParamError, params::ParamBlob};
+
+use gnomon_core::cuda::{Function, RetainedGraph};
 use gnomon_fixtures::{
     kernels::{gemm_shape, KernelSource, GEMM, LAYOUTS},
     reference::{from_bytes, gemm, max_abs_diff, pattern, to_bytes},
@@ -24,7 +22,7 @@ struct LayoutFixture {
     function: &'static str,
     grid: [u32; 3],
     block: [u32; 3],
-    params: fn(&[gnomon_core::format::ParamSlot], &Inputs) -> Result<Vec<u8>, ParamError>,
+    params: fn(&[gnomon_format::ParamSlot], &Inputs) -> Result<Vec<u8>, ParamError>,
     expected: fn() -> Vec<f32>,
 }
 

@@ -13,10 +13,9 @@ mod release;
 mod residency;
 mod tensor_parallel;
 
-use gnomon_core::{
-    cuda::{Context, CudaError, DeviceBuffer, Function, Module, Stream},
-    params::ParamBlob,
-};
+use gnomon_format::params::ParamBlob;
+
+use gnomon_core::cuda::{Context, CudaError, DeviceBuffer, Function, Module, Stream};
 use gnomon_fixtures::{
     kernels::{KernelSource, ELEMENTWISE},
     reference::{elementwise_chain, from_bytes, max_abs_diff, pattern, to_bytes},

@@ -9,12 +9,13 @@
 
 use std::collections::HashMap;
 
-use gnomon_core::{
-    format::{hash_hex, Manifest, Variation},
-    replay::OutputCheck,
+use gnomon_format::{
+    hash_hex,
     spread::{Envelope, DEFAULT_MARGIN},
-    Core,
+    Core, Manifest, Variation,
 };
+
+use gnomon_core::replay::OutputCheck;
 
 /// How a profile lets varying outputs pass.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -175,7 +176,7 @@ pub(crate) fn flip_first_digit(hex: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gnomon_core::spread::Element;
+    use gnomon_format::spread::Element;
 
     fn floats(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -9,15 +9,15 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
+use gnomon_format::{Core, Speed, Template};
+
 use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
-    format::{Speed, Template},
     replay::{
         rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches, OutputCheck, RankLink,
         ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
     },
-    Core,
 };
 use gnomon_reports::{exit_codes, CaseRecord, Status};
 
@@ -217,7 +217,7 @@ fn judge_restored(
     Ok(())
 }
 
-fn template_names(m: &gnomon_core::format::Manifest) -> Vec<String> {
+fn template_names(m: &gnomon_format::Manifest) -> Vec<String> {
     m.templates.iter().map(|t| t.name.clone()).collect()
 }
 
@@ -327,7 +327,7 @@ fn judge_restore(v: &mut Verdicts, metrics: Metrics, budgets: &Budgets) {
 }
 
 /// Every template's speed against the one its exporter recorded.
-fn judge_speeds(v: &mut Verdicts, m: &gnomon_core::format::Manifest, restored: &[(String, Speed)]) {
+fn judge_speeds(v: &mut Verdicts, m: &gnomon_format::Manifest, restored: &[(String, Speed)]) {
     let recorded = m.expectations_by_template();
     let restored: HashMap<&str, &Speed> = restored.iter().map(|(name, s)| (name.as_str(), s)).collect();
     for t in &m.templates {
@@ -347,7 +347,7 @@ struct TemplateFacts<'a> {
 }
 
 /// Each template's facts, as the manifest states them.
-fn template_facts<'a>(m: &'a gnomon_core::format::Manifest) -> Vec<TemplateFacts<'a>> {
+fn template_facts<'a>(m: &'a gnomon_format::Manifest) -> Vec<TemplateFacts<'a>> {
     let unchecked: HashMap<&str, &str> = m.unchecked.iter().map(|u| (u.template.as_str(), u.reason.as_str())).collect();
     let expected = m.expectations_by_template();
     let facts = |name: &'a str| TemplateFacts {

@@ -16,7 +16,7 @@ use std::{
     sync::Arc,
 };
 
-use gnomon_core::{account::Account, format::Manifest, tensor_parallel, Core};
+use gnomon_format::{account::Account, tensor_parallel, Core, Manifest};
 use gnomon_reports::{CaseRecord, Status};
 
 pub use judge::judge_command;
@@ -191,7 +191,7 @@ fn ranks_agree_case(prefix: &str, ranks: &[CoreDir]) -> Case {
     let parsed: Vec<(PathBuf, Option<Manifest>)> = ranks.iter().map(|c| (c.dir.clone(), c.manifest.clone())).collect();
     Case::new(&format!("{prefix}/ranks-agree"), CLAIM, move |_| {
         // A rank whose manifest the target could not read is read again, for the reader's words.
-        let read = |d: &Path| gnomon_core::format::read_manifest(d).map_err(|e| Verdict::Failed(e.to_string()));
+        let read = |d: &Path| gnomon_format::read_manifest(d).map_err(|e| Verdict::Failed(e.to_string()));
         let mut manifests = Vec::with_capacity(parsed.len());
         for (dir, manifest) in &parsed {
             manifests.push(match manifest {

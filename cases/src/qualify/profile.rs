@@ -8,7 +8,7 @@ use std::{
 
 use serde::Deserialize;
 
-use gnomon_core::spread::DEFAULT_MARGIN;
+use gnomon_format::spread::DEFAULT_MARGIN;
 
 use super::agreement::Rule;
 use crate::expectations::{Entry, Expectations};

@@ -4,7 +4,7 @@
 //! noise fails: a restore that loses a launch attribute or an edge's port data can still
 //! give every output bit for bit.
 
-use gnomon_core::format::Speed;
+use gnomon_format::Speed;
 
 use crate::{measured, Metrics, Verdict};
 

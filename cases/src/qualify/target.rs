@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gnomon_core::format::{read_manifest, Manifest, MANIFEST_FILE};
+use gnomon_format::{read_manifest, Manifest, MANIFEST_FILE};
 
 /// One core of a target, with what its manifest says, if it could be read.
 pub struct CoreDir {

@@ -3,13 +3,15 @@
 
 use std::{fs, path::Path};
 
+use gnomon_format::{
+    digest::chunk_digests, errors::CoreError, errors::ValidationError, shards::MIB, BufferRole, Core, CoreWriter,
+    Manifest, NodeOp, MANIFEST_FILE,
+};
+
 use gnomon_core::{
     cuda::{live_executables, ArenaMapping, Context, CudaError},
-    errors::{CoreError, ReplayError, ValidationError},
-    format::{digest::chunk_digests, BufferRole, CoreWriter, Manifest, NodeOp, MANIFEST_FILE},
+    errors::ReplayError,
     replay::{replay, Executables},
-    shards::MIB,
-    Core,
 };
 
 use super::pipeline::ARENA_BASE;
@@ -162,7 +164,7 @@ pub fn cases() -> Vec<Case> {
             let retargeted = ptx.replace(&format!(".target {}", ctx.info().arch()), &later);
             ensure(retargeted != ptx, || format!("module `{}` has no `.target {}`", module.id, ctx.info().arch()))?;
             fs::write(&path, &retargeted).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            let digest = gnomon_core::format::hash_hex(retargeted.as_bytes()).expect("hash memory");
+            let digest = gnomon_format::hash_hex(retargeted.as_bytes()).expect("hash memory");
             edit_manifest(dir, |m| m.modules[0].sha256 = digest)?;
             let error =
                 refused(Core::open(dir), |e| matches!(e, CoreError::Invalid(ValidationError::NoCodeForArch { .. })))?;

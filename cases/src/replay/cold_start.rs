@@ -6,10 +6,11 @@
 
 use std::{collections::HashMap, path::Path, time::Instant};
 
+use gnomon_format::Core;
+
 use gnomon_core::{
     cuda::Context,
     replay::{map_arena, upload_shards, Staging},
-    Core,
 };
 use gnomon_fixtures::workloads::by_name;
 

@@ -14,11 +14,12 @@ mod upload;
 
 use std::{path::Path, process::Command};
 
-use gnomon_core::{
-    replay::{drop_shards_from_cache, Executables, Launches},
+use gnomon_format::{
     shards::{GIB, MIB},
     Core,
 };
+
+use gnomon_core::replay::{drop_shards_from_cache, Executables, Launches};
 use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use cold_start::cold_start_command;

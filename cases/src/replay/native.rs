@@ -4,6 +4,8 @@
 
 use std::{collections::BTreeMap, path::Path, time::Instant};
 
+use gnomon_format::{shards::MIB, Core};
+
 use gnomon_core::{
     cuda::{Context, CudaError},
     errors::ReplayError,
@@ -11,8 +13,6 @@ use gnomon_core::{
         measure_floors, module_floor_s, replay_launching, shards_cached_fraction, start, Executables, Floors, Launches,
         OutputCheck, RankLink, ReplayReport, Stage, StageTimes, StartError, Started,
     },
-    shards::MIB,
-    Core,
 };
 use gnomon_fixtures::{
     reference::{describe_differences, from_bytes, max_scaled_diff},

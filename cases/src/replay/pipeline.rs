@@ -4,18 +4,22 @@
 
 use std::{collections::HashMap, path::Path, time::Instant};
 
+use gnomon_format::{
+    buffers_end,
+    errors::FlagsError,
+    flags::resolve,
+    hash_hex,
+    params::ParamBlob,
+    shards::{plan, ShardCap, ShardSpan, MIB},
+    Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, PeerRange, Producer, RecordedFlags,
+    Speed,
+};
+
 use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
-    errors::{FlagsError, ReplayError},
+    errors::ReplayError,
     export::{Exporter, ModuleImage},
-    flags::resolve,
-    format::{
-        buffers_end, hash_hex, Arena, Buffer, BufferRole, Context as CoreContext, Expectation, OutputDigest, PeerRange,
-        Producer, RecordedFlags, Speed,
-    },
-    params::ParamBlob,
     replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
-    shards::{plan, ShardCap, ShardSpan, MIB},
 };
 use gnomon_fixtures::{
     kernels::FILL,

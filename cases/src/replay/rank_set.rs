@@ -10,12 +10,14 @@
 
 use std::{path::Path, time::Instant};
 
+use gnomon_format::{
+    buffers_end, hash_hex, shards::GIB, Arena, Buffer, Expectation, OutputDigest, PeerRange, RecordedFlags,
+};
+
 use gnomon_core::{
     cuda::{Context, RetainedGraph},
     export::Exporter,
-    format::{buffers_end, hash_hex, Arena, Buffer, Expectation, OutputDigest, PeerRange, RecordedFlags},
     replay::{map_own_range, LoadedState},
-    shards::GIB,
 };
 use gnomon_fixtures::workloads::{allreduce::AllReduceRank, Contents, Workload};
 

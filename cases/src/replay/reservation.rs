@@ -1,6 +1,8 @@
 //! `gpu/reservation/`: the smallest reservation the driver places at the address asked.
 
-use gnomon_core::{cuda::ArenaMapping, shards::MIB};
+use gnomon_format::shards::MIB;
+
+use gnomon_core::cuda::ArenaMapping;
 
 use crate::{Case, Verdict};
 

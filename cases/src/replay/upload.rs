@@ -7,11 +7,11 @@
 //! spin is loaded first, enqueued after the upload is prepared, and kept loaded until the
 //! copies are done; `upload-behind-spin-s` shows the copies did wait.
 
+use gnomon_format::{params::ParamBlob, Core};
+
 use gnomon_core::{
     cuda::{Context, CudaError, Function, Module, Stream},
-    params::ParamBlob,
     replay::{map_arena, Staging, Upload},
-    Core,
 };
 use gnomon_fixtures::kernels::FILL;
 

@@ -5,10 +5,8 @@
 use cudarc::driver::sys::{self, CUlaunchAttributeID as Id};
 
 use super::{check, Result};
-use crate::{
-    errors::CudaError,
-    format::{ClusterScheduling, EdgeKind, FunctionAttributes, LaunchAttributes, MemSyncDomain},
-};
+use crate::errors::CudaError;
+use gnomon_format::{ClusterScheduling, EdgeKind, FunctionAttributes, LaunchAttributes, MemSyncDomain};
 
 use sys::CUfunction_attribute as F;
 

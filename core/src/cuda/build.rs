@@ -12,11 +12,8 @@ use super::{
     graph::{device_copy, instantiate_fed, wrap_in_order},
     Context, Function, GraphExec, Result, RetainedGraph,
 };
-use crate::{
-    errors::CudaError,
-    flags::InstantiateFlags,
-    format::{EdgeKind, LaunchAttributes},
-};
+use crate::errors::CudaError;
+use gnomon_format::{flags::InstantiateFlags, EdgeKind, LaunchAttributes};
 
 /// A kernel node: the function, launch shape, parameter bytes and launch attributes.
 #[derive(Clone, Copy)]

@@ -20,10 +20,10 @@ use super::{
     build::{add_raw, KernelSpec, NodeSpec},
     check, Context, CudaError, Function, LoadedModule, Result, Stream,
 };
-use crate::{
+use gnomon_format::{
     contract::GraphExecutable,
     flags::{InstantiateFlags, ReportsFlags},
-    format::{EdgeKind, LaunchAttributes},
+    EdgeKind, LaunchAttributes,
 };
 
 static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
@@ -124,7 +124,7 @@ pub enum NodeKind {
         block: [u32; 3],
         shared_mem: u32,
         params: Vec<u8>,
-        layout: Vec<crate::format::ParamSlot>,
+        layout: Vec<gnomon_format::ParamSlot>,
         /// Launch attributes that differ from the driver's defaults.
         launch: LaunchAttributes,
     },

@@ -30,7 +30,7 @@ pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
 pub use crate::errors::CudaError;
-use crate::format::LaunchAttributes;
+use gnomon_format::LaunchAttributes;
 
 pub type Result<T> = std::result::Result<T, CudaError>;
 

@@ -12,7 +12,7 @@ use std::{
 use cudarc::driver::sys;
 
 use super::{check, Context, CudaError, Result};
-use crate::format::{FunctionAttributes, ParamSlot};
+use gnomon_format::{FunctionAttributes, ParamSlot};
 
 /// Compiles CUDA C to PTX for `arch` (`sm_90`); a failure keeps the options and the log.
 pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {

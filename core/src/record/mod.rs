@@ -25,10 +25,11 @@ use object::{
     LittleEndian,
 };
 
+use gnomon_format::hash_hex;
+
 use crate::{
     cuda::{Context, LoadedModule, Module},
     errors::RecordError,
-    format::hash_hex,
 };
 
 /// One distinct image the driver loaded, kept once by content.
@@ -151,7 +152,7 @@ fn elf_len<'a>(bytes: impl Fn(usize) -> Option<&'a [u8]>) -> Option<usize> {
     let end = ends
         .map(|s| s.sh_offset(e).checked_add(s.sh_size(e)))
         .try_fold(table_end, |furthest, end| Some(furthest.max(end?)))?;
-    (end <= crate::validate::MAX_MODULE_BYTES).then(|| usize::try_from(end).ok()).flatten()
+    (end <= gnomon_format::validate::MAX_MODULE_BYTES).then(|| usize::try_from(end).ok()).flatten()
 }
 
 /// The digest that ties an image to the module loads given it: of its ELF bytes where it

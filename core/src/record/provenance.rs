@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::format::Provenance;
+use gnomon_format::Provenance;
 
 /// Loaders whose images are compiled in the process rather than shipped: cuDNN's
 /// runtime-compiled engines (NVRTC) and Triton's launcher, built in Triton's cache.

@@ -3,10 +3,11 @@
 //! memory: checksums of ranges, and counts of bytes unlike a pattern. A check's table of
 //! ranges goes to the device once, when it is prepared, however often it runs.
 
+use gnomon_format::params::ParamBlob;
+
 use crate::{
     cuda::{Context, DeviceBuffer, Function, Module, Stream},
     errors::ReplayError,
-    params::ParamBlob,
 };
 
 /// NVRTC's PTX of `checksum.cu` for the oldest arch it targets, so a restore loads the

@@ -15,10 +15,9 @@ use crate::{
         build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, Overlap, PinnedHost, ReadyFailure,
     },
     errors::ReplayError,
-    format::digest::pieces,
     page_cache,
-    validate::Core,
 };
+use gnomon_format::{digest::pieces, validate::Core};
 
 /// Bytes read from the shard files at most, so the measurement stays short at any size.
 const READ_SAMPLE: u64 = 2 << 30;
@@ -68,7 +67,7 @@ pub fn drop_shards_from_cache(core: &Core) -> Result<(), ReplayError> {
 
 fn shard_files(core: &Core) -> Result<Vec<std::fs::File>, ReplayError> {
     let shards = &core.manifest().shards;
-    let open = |s: &crate::format::Shard| core.open_file(&s.file, &format!("shard {}", s.index));
+    let open = |s: &gnomon_format::Shard| core.open_file(&s.file, &format!("shard {}", s.index));
     shards.iter().map(|s| open(s).map_err(|e| ReplayError::Cache { source: std::io::Error::other(e) })).collect()
 }
 

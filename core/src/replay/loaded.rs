@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use super::checksum::{Checksummer, RangeCheck};
 use crate::{
     cuda::{ArenaMapping, Context, DeviceBuffer, Stream},
-    errors::{CudaError, ReplayError},
-    format::{Buffer, BufferContents, BufferRole, Manifest},
+    errors::CudaError,
+    errors::ReplayError,
 };
+use gnomon_format::{Buffer, BufferContents, BufferRole, Manifest};
 
 /// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
 /// a reset costs what templates can write, not the arena.

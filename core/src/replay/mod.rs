@@ -34,12 +34,16 @@ pub use stage::Stage;
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
-use crate::{
+use gnomon_format::{
     contract::ReplayPlan,
+    hash_hex,
+    validate::{recorded_flags, Core},
+    Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed,
+};
+
+use crate::{
     cuda::{load_on_threads, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
-    format::{hash_hex, Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed},
-    validate::{recorded_flags, Core},
 };
 
 /// How templates are instantiated: when, and on how many threads. Measured on the H200
@@ -536,7 +540,7 @@ fn load_modules(core: &Core, ctx: &Context) -> Result<(rebuild::Functions, f64),
 /// Each loaded function under its module's id, its recorded attributes set, its layout
 /// the recorded one.
 fn recorded_functions(
-    modules: &[crate::format::Module],
+    modules: &[gnomon_format::Module],
     loaded: Vec<(Module, Vec<Function>)>,
 ) -> Result<rebuild::Functions, ReplayError> {
     let mut functions = HashMap::new();
@@ -544,7 +548,7 @@ fn recorded_functions(
         for (f, function) in module.functions.iter().zip(loaded) {
             function.set_attributes(&f.attributes)?;
             if function.layout() != f.params.as_slice() {
-                let pairs = |slots: &[crate::format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
+                let pairs = |slots: &[gnomon_format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
                 return Err(ReplayError::LayoutMismatch {
                     module: module.id.clone(),
                     function: f.name.clone(),

@@ -14,10 +14,11 @@ use std::{
     time::Duration,
 };
 
+use gnomon_format::PeerRange;
+
 use crate::{
     cuda::{map_peer, ArenaMapping, Context, MappedShard, PeerPiece, PeerWindow, Stream},
     errors::ReplayError,
-    format::PeerRange,
     rendezvous::{Meeting, Offer, Taken},
 };
 
@@ -136,7 +137,7 @@ fn map_range(
 }
 
 fn peer_error(peer: u32, what: String) -> ReplayError {
-    crate::errors::RendezvousError::Protocol { peer, what }.into()
+    crate::rendezvous::RendezvousError::Protocol { peer, what }.into()
 }
 
 /// A shard a rank shares: where it starts in the rank's arena, and the bytes that back it.

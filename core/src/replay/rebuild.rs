@@ -4,15 +4,16 @@
 
 use std::collections::HashMap;
 
+use gnomon_format::{validate::recorded_flags, Buffer, BufferRef, Manifest, Node, NodeOp, Template};
+
 use crate::{
     cuda::{
         build_all, build_and_instantiate, BuildFailure, Context, Function, GraphSpec, KernelSpec, NodeSpec, Overlap,
         Ready, ReadyFailure, RetainedGraph,
     },
-    errors::{KernelNodeError, ReplayError},
-    format::{Buffer, BufferRef, Manifest, Node, NodeOp, Template},
+    errors::KernelNodeError,
+    errors::ReplayError,
     replay::Stage,
-    validate::recorded_flags,
 };
 
 /// Functions by `(module id, function name)`.

@@ -7,11 +7,11 @@ use super::LoadedState;
 use crate::{
     cuda::{Context, GraphExec, Stream},
     errors::ReplayError,
-    format::Speed,
 };
+use gnomon_format::Speed;
 
 /// Launches an exporter times: the fewest a recorded speed may be the median of.
-pub const TIMED_LAUNCHES: u32 = *crate::validate::SPEED_LAUNCHES.start();
+pub const TIMED_LAUNCHES: u32 = *gnomon_format::validate::SPEED_LAUNCHES.start();
 /// Launches before the timed ones, so caches and clocks have settled.
 const WARM_UP: u32 = 3;
 

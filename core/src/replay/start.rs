@@ -5,11 +5,9 @@
 
 use std::{path::Path, time::Instant};
 
-use crate::{
-    cuda::Context,
-    errors::{CoreError, CudaError},
-    validate::Core,
-};
+use gnomon_format::{errors::CoreError, validate::Core};
+
+use crate::{cuda::Context, errors::CudaError};
 
 /// The core and the context, with what each took alone and the wall of both.
 pub struct Started {

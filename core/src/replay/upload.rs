@@ -21,11 +21,14 @@ use std::{
     time::Instant,
 };
 
+use gnomon_format::{
+    digest::{pieces, Piece, PieceHasher},
+    validate::Core,
+};
+
 use crate::{
     cuda::{Context, Event, LentStream, PinnedHost, Stream},
     errors::ReplayError,
-    format::digest::{pieces, Piece, PieceHasher},
-    validate::Core,
 };
 
 /// The staging pipeline's shape: `slots` × `slot_bytes` of page-locked memory, `readers`

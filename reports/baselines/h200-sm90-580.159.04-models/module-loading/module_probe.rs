@@ -9,7 +9,8 @@ use std::{
 };
 
 use cudarc::driver::sys;
-use gnomon_core::{cuda::Context, format::hash_hex, Core};
+use gnomon_format::{hash_hex, Core};
+use gnomon_core::cuda::Context;
 
 #[derive(Clone, Copy, Debug)]
 enum Way {

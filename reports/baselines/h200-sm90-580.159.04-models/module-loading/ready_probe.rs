@@ -1,11 +1,9 @@
 //! Temporary probe: where a restore's per-node time goes.
 use std::{path::Path, time::Instant};
 
-use gnomon_core::{
-    cuda::{build_all, build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, Overlap},
-    replay::{driver_us_per_node, rebuild_only, rebuild_ready, rebuild_templates},
-    Core,
-};
+use gnomon_format::Core;
+
+use gnomon_core::{cuda::{build_all, build_and_instantiate, Context, GraphSpec, KernelSpec, Module, NodeSpec, Overlap}, replay::{driver_us_per_node, rebuild_only, rebuild_ready, rebuild_templates}};
 
 fn empty_floor(ctx: &Context, templates: usize, nodes: usize, how: (Overlap, usize), instantiate_alone: bool) -> f64 {
     let (module, _) = Module::compile(ctx, "e", "extern \"C\" __global__ void empty() {}").unwrap();

@@ -10,7 +10,8 @@ use std::{
 };
 
 use cudarc::driver::sys;
-use gnomon_core::{cuda::Context, Core};
+use gnomon_format::Core;
+use gnomon_core::cuda::Context;
 
 const THREADS: usize = 8;
 

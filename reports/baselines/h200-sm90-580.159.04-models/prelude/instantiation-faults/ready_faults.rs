@@ -9,7 +9,9 @@
 //! process's glibc heap growth (`mallinfo2`: arena + mmapped bytes).
 use std::{path::Path, time::Instant};
 
-use gnomon_core::{cuda::Context, replay::rebuild_only, validate::recorded_flags, Core};
+use gnomon_format::{validate::recorded_flags, Core};
+
+use gnomon_core::{cuda::Context, replay::rebuild_only};
 
 #[derive(Clone, Copy)]
 struct Usage {

@@ -1,7 +1,7 @@
 //! `validate::manifest` on its own, as an exporter calls it before writing a core (the
 //! reader on disk probes the format tag first, so these rules are met here alone).
 
-use gnomon_core::{errors::ValidationError, format::Manifest, validate};
+use gnomon_format::{errors::ValidationError, validate, Manifest};
 
 fn golden() -> Manifest {
     serde_json::from_str(include_str!("../../fixtures/golden/v1/manifest.json")).expect("the golden manifest parses")
@@ -26,7 +26,7 @@ fn an_arena_of_exactly_the_limit_is_allowed() {
         let shard = m.shards[0].clone();
         (m.arena.size, m.arena.shard_cap) = (size, 1 << 36);
         m.shards = (0..size.div_ceil(1 << 36))
-            .map(|i| gnomon_core::format::Shard {
+            .map(|i| gnomon_format::Shard {
                 index: i as u32,
                 offset: i << 36,
                 size: (size - (i << 36)).min(1 << 36),
@@ -53,7 +53,7 @@ fn a_parameter_block_of_exactly_the_limit_is_allowed() {
         last.offset = end - last.size;
         let bytes = function.param_bytes() as usize;
         for node in m.templates.iter_mut().flat_map(|t| t.nodes.iter_mut()) {
-            if let gnomon_core::format::NodeOp::Kernel(k) = &mut node.op {
+            if let gnomon_format::NodeOp::Kernel(k) = &mut node.op {
                 let tail = k.params.split_off(k.params.len() - 4);
                 k.params.resize(bytes - 4, 0);
                 k.params.extend(tail);

@@ -8,7 +8,7 @@ use std::{
 
 use crate::{
     errors::{CoreError, ValidationError},
-    format::{open_in_core, read_manifest, Manifest},
+    {open_in_core, read_manifest, Manifest},
 };
 
 /// A core directory whose manifest and files passed every validation rule.

@@ -1,11 +1,12 @@
 //! Parameter blobs and the flags contract's error names, without a GPU: the exporter and
 //! the GPU cases fill blobs through these, so a slip here would reach the driver.
 
-use gnomon_core::{
-    errors::{FlagsError, ParamError},
+use gnomon_format::{
+    errors::FlagsError,
+    errors::ParamError,
     flags::InstantiateFlags,
-    format::ParamSlot,
     params::{slot_value, ParamBlob},
+    ParamSlot,
 };
 
 fn layout() -> Vec<ParamSlot> {

@@ -3,11 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use gnomon_core::{
-    errors::CoreError,
-    format::{MANIFEST_FILE, MAX_MANIFEST_BYTES},
-    Core,
-};
+use gnomon_format::{errors::CoreError, Core, MANIFEST_FILE, MAX_MANIFEST_BYTES};
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/golden/v1")
@@ -38,7 +34,7 @@ fn golden_copy() -> tempfile::TempDir {
 /// and a file is hashed to exactly its declared length, never to its end.
 #[test]
 fn a_link_to_an_endless_device_is_refused_by_the_open_itself() {
-    use gnomon_core::errors::ValidationError;
+    use gnomon_format::errors::ValidationError;
     let dir = golden_copy();
     let shard = dir.path().join("shards/001.bin");
     std::fs::remove_file(&shard).unwrap();
@@ -46,13 +42,13 @@ fn a_link_to_an_endless_device_is_refused_by_the_open_itself() {
     let refused = Core::open(dir.path()).unwrap_err();
     assert!(matches!(refused, CoreError::Invalid(ValidationError::PathThroughLink { .. })), "{refused}");
     let core_dir = golden_dir();
-    let opened = gnomon_core::format::open_in_core(&core_dir, "shards/000.bin", "shard 0").unwrap();
+    let opened = gnomon_format::open_in_core(&core_dir, "shards/000.bin", "shard 0").unwrap();
     let len = opened.metadata().unwrap().len();
     let endless = std::io::Read::chain(opened, std::io::repeat(7));
-    let whole = gnomon_core::format::hash_exactly(endless, len).unwrap();
+    let whole = gnomon_format::hash_exactly(endless, len).unwrap();
     let file = std::fs::read(core_dir.join("shards/000.bin")).unwrap();
-    assert_eq!(whole, gnomon_core::format::hash_hex(file.as_slice()).unwrap());
-    let short = gnomon_core::format::hash_exactly(file.as_slice(), len + 1).unwrap_err();
+    assert_eq!(whole, gnomon_format::hash_hex(file.as_slice()).unwrap());
+    let short = gnomon_format::hash_exactly(file.as_slice(), len + 1).unwrap_err();
     assert_eq!(short.to_string(), format!("it ended after {len} of {} bytes", len + 1));
 }
 

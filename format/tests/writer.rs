@@ -2,7 +2,7 @@
 //! time, the digests a shard gets as it is written, and the names node kinds go by in
 //! errors.
 
-use gnomon_core::format::{
+use gnomon_format::{
     digest::{chunk_digests, ShardDigester, CHUNK_BYTES},
     hash_hex, CoreWriter, NodeOp, Shard,
 };
@@ -17,7 +17,7 @@ fn written(source: &[u8], version: u32) -> (Vec<(u64, u64)>, Shard) {
     let (mut asked, mut digester, mut shard) = (Vec::new(), ShardDigester::new(version), shard());
     let writer = CoreWriter::create(dir.path()).unwrap();
     writer
-        .write_chunks::<gnomon_core::errors::CoreError>(
+        .write_chunks::<gnomon_format::errors::CoreError>(
             &shard.file,
             source.len() as u64,
             4,

@@ -7,7 +7,7 @@ use std::{borrow::Cow, path::Path};
 use super::{Result, MAX_MODULE_BYTES};
 use crate::{
     errors::ValidationError as E,
-    format::{
+    {
         digest::{pieces, Piece, PieceHasher},
         hash_exactly, hash_hex, open_in_core, read_exactly, Manifest, Module, Shard,
     },
@@ -138,7 +138,7 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], check: impl Fn(&T) -> Result<R> + 
 /// reaching it.
 fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32, kept: Option<&[u8]>) -> Result {
     let unreadable = |reason: String| E::ImageArch { module: module.id.clone(), reason };
-    let head_bytes = crate::format::IMAGE_HEAD_BYTES;
+    let head_bytes = crate::IMAGE_HEAD_BYTES;
     let head = match kept {
         Some(image) => Cow::Borrowed(&image[..image.len().min(head_bytes)]),
         None => {
@@ -149,7 +149,7 @@ fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32, kept: Option<&[u8]>) 
             Cow::Owned(head)
         }
     };
-    let image = crate::format::image_arch(module.kind, &head).map_err(unreadable)?;
+    let image = crate::image_arch(module.kind, &head).map_err(unreadable)?;
     match image.runs_on(module.kind, sm) {
         true => Ok(()),
         false => Err(E::NoCodeForArch { module: module.id.clone(), image: image.to_string(), core: sm }),
@@ -234,10 +234,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bytes: Vec<u8> = (0..(3u64 << 20) + 123).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(dir.path().join("s.bin"), &bytes).unwrap();
-        let sha256 = crate::format::hash_hex(&bytes[..]).unwrap();
+        let sha256 = crate::hash_hex(&bytes[..]).unwrap();
         let shard = Shard { index: 0, offset: 0, size: 4 << 20, file: "s.bin".into(), sha256: None, chunks: None };
         let middle = (1u64 << 20) + 5..(2u64 << 20) + 700;
-        let chunk = crate::format::digest::chunk_digests(&bytes[middle.start as usize..middle.end as usize], 1 << 30);
+        let chunk = crate::digest::chunk_digests(&bytes[middle.start as usize..middle.end as usize], 1 << 30);
         let pieces = [(0..bytes.len() as u64, None, sha256.as_str()), (middle, Some(1), chunk.xxh3_128[0].as_str())];
         for (range, chunk, expected) in pieces {
             let piece = Piece { shard: &shard, bytes: range.clone(), chunk, expected };

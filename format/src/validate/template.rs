@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     errors::ValidationError as E,
-    format::{BufferRef, EdgeKind, Function, KernelNode, NodeOp, Template},
+    {BufferRef, EdgeKind, Function, KernelNode, NodeOp, Template},
 };
 
 /// Checks one template against the core's modules and buffers.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::{
     errors::TensorParallelError as E,
-    format::{Manifest, NodeOp, Template},
+    {Manifest, NodeOp, Template},
 };
 
 /// Checks that `cores` are the ranks 0..N of one world of size N and that they agree.

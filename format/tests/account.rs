@@ -1,7 +1,7 @@
 //! The account `gnomon validate` prints names what replay must set, and only that: the
 //! dynamic shared memory a function allows counts from the first byte past 48 KiB.
 
-use gnomon_core::{account::Account, format::Manifest, validate::DEFAULT_DYNAMIC_SHARED_BYTES};
+use gnomon_format::{account::Account, validate::DEFAULT_DYNAMIC_SHARED_BYTES, Manifest};
 
 fn golden_v2() -> Manifest {
     serde_json::from_str(include_str!("../../fixtures/golden/v2/manifest.json")).expect("the golden manifest parses")

@@ -2,7 +2,7 @@
 //! a function (`cuFuncGetParamInfo`). Values are placed by slot index, and each value's
 //! size must equal its slot's size, so no parameter size is ever assumed.
 
-use crate::{errors::ParamError, format::ParamSlot};
+use crate::{errors::ParamError, ParamSlot};
 
 /// A parameter blob being filled in.
 #[derive(Clone, Debug)]

@@ -13,13 +13,13 @@ use std::{
 use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
-    format::{
+    shards::ShardCap,
+    {
         buffer_at,
         digest::{chunk_count, CHUNK_BYTES_RANGE},
         Arena, Buffer, Chunks, Function, Manifest, Module, NodeOp, PeerRange, RecordedFlags, Shard, Speed, Template,
         Variation,
     },
-    shards::ShardCap,
 };
 
 mod files;
@@ -651,7 +651,7 @@ fn speed_is_a_measurement(template: &str, s: &Speed) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Expectation, OutputDigest, OutputRef};
+    use crate::{Expectation, OutputDigest, OutputRef};
 
     /// Every way a producer's figure can be wrong, each at its boundary.
     #[test]

@@ -1,7 +1,7 @@
 //! What a shard file holds: the whole shard in v1 (the bytes between buffers too), only the
 //! stored buffers' bytes in v2.
 
-use gnomon_core::format::{BufferContents, Manifest};
+use gnomon_format::{BufferContents, Manifest};
 
 fn golden(version: u32) -> Manifest {
     let text = match version {
@@ -35,7 +35,7 @@ fn a_v2_shard_file_holds_only_stored_buffers() {
 /// validation refuses) gives none, rather than ranges past its end.
 #[test]
 fn pieces_cover_each_file_once_and_never_past_its_end() {
-    use gnomon_core::format::digest::{chunk_digests, pieces};
+    use gnomon_format::digest::{chunk_digests, pieces};
     let v2 = golden(2);
     let whole: Vec<_> = pieces(&v2).iter().map(|p| (p.shard.index, p.bytes.clone(), p.chunk)).collect();
     let lens: Vec<u64> = v2.shards.iter().map(|s| v2.stored_len(s)).collect();

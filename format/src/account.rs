@@ -7,8 +7,8 @@ use bytesize::ByteSize;
 use serde::Serialize;
 
 use crate::{
-    format::{EdgeKind, LaunchAttributes, Manifest, ModuleKind, NodeOp},
     validate::{recorded_flags, DEFAULT_DYNAMIC_SHARED_BYTES},
+    {EdgeKind, LaunchAttributes, Manifest, ModuleKind, NodeOp},
 };
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
