@@ -4,7 +4,7 @@
 #   docs/ci/repeat.sh WHEEL_DIR OUT_DIR EXPORTS QUALIFIES PORT...
 # PORT is one of the names in ports.sh. Reports, export summaries and accounts go to
 # OUT_DIR/repeat.tar.gz; cores to $TMPDIR. The reports under
-# reports/baselines/h200-sm90-580.159.04-models/varying-outputs/ came from this recipe.
+# baselines/h200-sm90-580.159.04-models/varying-outputs/ came from this recipe.
 set -uo pipefail
 wheels=$1 out=$2 exports=$3 qualifies=$4
 shift 4
@@ -19,7 +19,7 @@ source "$(dirname "$0")/ports.sh"
 # One thing at a time on the GPU: a launch that shares the device with another process
 # can give other bits (PyTorch's argmax over tied logits, some GEMMs), so exports made side
 # by side, or qualifications run side by side, do not give reproducible verdicts
-# (reports/baselines/h200-sm90-580.159.04-models/hf-corpus/README.md).
+# (baselines/h200-sm90-580.159.04-models/hf-corpus/README.md).
 for port in "$@"; do
   command=$(port_command "$port") || exit 2
   for e in $(seq 1 "$exports"); do

@@ -378,7 +378,7 @@ fn parse_cap(s: &str) -> Result<u64, String> {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline report.json (for example one under reports/baselines/).
+    /// The baseline report.json (for example one under baselines/).
     pub base: PathBuf,
     /// The new report.json.
     pub new: PathBuf,

@@ -5,7 +5,7 @@ use std::{path::Path, process::Command};
 
 use gnomon_reports::{exit_codes, Report, Status};
 
-const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../reports/baselines/h200-sm90-580.159.04/report.json");
+const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../baselines/h200-sm90-580.159.04/report.json");
 
 fn gnomon(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_gnomon")).args(args).output().expect("gnomon runs")

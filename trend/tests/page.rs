@@ -7,7 +7,7 @@ use gnomon_reports::{CaseId, CaseRecord, Metric, Report, Run, Status, Subject};
 use gnomon_trend::{page, RunColumn};
 
 fn baseline(name: &str) -> Report {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/baselines").join(name).join("report.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../baselines").join(name).join("report.json");
     Report::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 

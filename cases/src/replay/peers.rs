@@ -3,7 +3,7 @@
 //! it with its pattern, hands it to the other as a file descriptor (`rendezvous`), maps
 //! the other's at a fixed window of its own and reads it back. A second meeting keeps
 //! each alive until the other has read (passed on the H200:
-//! `reports/baselines/h200-sm90-580.159.04-ranks/`).
+//! `baselines/h200-sm90-580.159.04-ranks/`).
 
 use std::{
     collections::BTreeSet,

@@ -411,7 +411,7 @@ pub(super) fn core_state(ctx: &Context, exporter: &Exporter) -> Result<LoadedSta
 /// template with. Timed after the original run, as replay times after its checks: on the
 /// H200 the same captured model-scale graph, timed in one process before the original run
 /// and after it, took 871 µs and 1 049 µs (replay: 1 049 µs), for a reason not found
-/// (`reports/baselines/h200-sm90-580.159.04-models/speed/README.md`).
+/// (`baselines/h200-sm90-580.159.04-models/speed/README.md`).
 fn time_templates(
     ctx: &Context,
     state: &LoadedState,

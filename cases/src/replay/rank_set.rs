@@ -6,7 +6,7 @@
 //! captured graphs of all ranks at once, several times from the loaded state, to show the
 //! flags reset between launches. Replay runs one process per rank on GPU 0; the ranks meet
 //! to share their memory and launch together (H200 baseline:
-//! `reports/baselines/h200-sm90-580.159.04-ranks/`).
+//! `baselines/h200-sm90-580.159.04-ranks/`).
 
 use std::{path::Path, time::Instant};
 

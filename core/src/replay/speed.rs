@@ -20,7 +20,7 @@ const WARM_UP: u32 = 3;
 /// so each pair of events brackets the device's time alone. Timed one at a time, the
 /// host's launch would count too, and in a process CUPTI watches (the kit's) that made
 /// the same graph 5-10 % slower while its device time stayed within 1 %
-/// (`reports/baselines/h200-sm90-580.159.04-models/speed/`).
+/// (`baselines/h200-sm90-580.159.04-models/speed/`).
 pub fn time_launches(
     ctx: &Context,
     exec: &GraphExec,
