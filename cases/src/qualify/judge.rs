@@ -23,6 +23,7 @@ use gnomon_reports::{exit_codes, CaseRecord, Status};
 
 use super::{
     agreement::{Agreement, Agreements},
+    case::{CoreCase, Phase, Step},
     core_cases, speed, Budget, CoreDir, Profile,
 };
 
@@ -84,7 +85,7 @@ pub fn judge_command(
     }
 }
 
-/// The records of one core's cases, set by the suffix of their ids after the prefix.
+/// The records of one core's cases, set by case.
 struct Verdicts {
     prefix: String,
     cases: Vec<Case>,
@@ -105,13 +106,13 @@ impl Verdicts {
         Self { prefix: prefix.into(), cases, index, records: HashMap::new(), unjudged, restored: false }
     }
 
-    fn id(&self, suffix: &str) -> String {
-        format!("{}/{suffix}", self.prefix)
+    fn id(&self, case: &CoreCase) -> String {
+        format!("{}/{case}", self.prefix)
     }
 
-    /// Records the first verdict of the case `PREFIX/suffix`; `Ok` holds its metrics.
-    fn set(&mut self, suffix: &str, result: Result<Metrics, Verdict>) {
-        let id = self.id(suffix);
+    /// Records the first verdict of `case`; `Ok` holds its metrics.
+    fn set(&mut self, case: &CoreCase, result: Result<Metrics, Verdict>) {
+        let id = self.id(case);
         let Some(case) = self.index.get(&id).map(|&i| &self.cases[i]) else { return };
         let record = match result {
             Ok(metrics) => CaseRecord { metrics, ..case.record(Status::Passed, None) },
@@ -124,23 +125,23 @@ impl Verdicts {
     }
 
     /// Changes the record of `PREFIX/suffix`, once it has one.
-    fn amend(&mut self, suffix: &str, change: impl FnOnce(&mut CaseRecord)) {
-        if let Some(record) = self.records.get_mut(&self.id(suffix)) {
+    fn amend(&mut self, case: &CoreCase, change: impl FnOnce(&mut CaseRecord)) {
+        if let Some(record) = self.records.get_mut(&self.id(case)) {
             change(record);
         }
     }
 
     /// As [`Self::set`], with a passed case saying which outputs agreed other than bitwise.
-    fn set_agreed(&mut self, suffix: &str, result: Result<Agreed, Verdict>) {
+    fn set_agreed(&mut self, case: &CoreCase, result: Result<Agreed, Verdict>) {
         let sentence = result.as_ref().ok().and_then(Agreed::sentence);
-        self.set(suffix, result.map(|a| a.metrics().into_iter().chain(a.metrics).collect()));
+        self.set(case, result.map(|a| a.metrics().into_iter().chain(a.metrics).collect()));
         if let Some(sentence) = sentence {
-            self.amend(suffix, |r| r.reason = Some(sentence));
+            self.amend(case, |r| r.reason = Some(sentence));
         }
     }
 
-    fn pass(&mut self, suffix: &str) {
-        self.set(suffix, Ok(Metrics::new()));
+    fn pass(&mut self, case: &CoreCase) {
+        self.set(case, Ok(Metrics::new()));
     }
 
     /// Every case's record: those never judged are blocked with the reason, or failed
@@ -181,8 +182,8 @@ fn judge(
     let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
-        v.set("device", on_rank_device(ctx, rank, ordinal));
-        v.amend("device", |r| r.metrics.extend(window));
+        v.set(&CoreCase::Device, on_rank_device(ctx, rank, ordinal));
+        v.amend(&CoreCase::Device, |r| r.metrics.extend(window));
     }
     let templates = template_names(core.manifest());
     match replayed {
@@ -212,7 +213,7 @@ fn judge_restored(
         .err();
     judge_restore(v, metrics, budgets);
     if let Some(why) = no_floor {
-        v.amend("restore", |r| r.reason = Some(format!("no floor to hold the restore against: {why}")));
+        v.amend(&CoreCase::Restore, |r| r.reason = Some(format!("no floor to hold the restore against: {why}")));
     }
     Ok(())
 }
@@ -228,7 +229,7 @@ fn template_names(m: &gnomon_format::Manifest) -> Vec<String> {
 /// the floor of the restore's modules.
 fn judge_attributes(v: &mut Verdicts, core: &Core, ctx: &Context) -> Option<f64> {
     let m = core.manifest();
-    let case = |t: &Template| format!("template={}/attributes", t.name);
+    let case = |t: &Template| CoreCase::Template(t.name.clone(), Step::Attributes);
     match rebuild_only(core, ctx) {
         Ok(rebuilt) => {
             let recorded = Recorded::of(m);
@@ -285,8 +286,10 @@ fn judge_replay(
     let core = &started.core;
     let mut stages = start_stages(started);
     stages.extend(report.stages.iter().copied());
-    let seconds = |case: &str| stages.iter().filter(|(s, _)| case_of(*s) == Some(case)).map(|(_, s)| s).sum::<f64>();
-    for case in STAGE_CASES {
+    let seconds = |case: &CoreCase| {
+        stages.iter().filter(|(s, _)| phase_of(*s) == Some(case.phase())).map(|(_, s)| s).sum::<f64>()
+    };
+    for case in &CoreCase::STAGES {
         v.pass(case);
         v.amend(case, |r| r.duration_s = seconds(case));
     }
@@ -308,7 +311,7 @@ fn judge_replay(
 /// The restore's case, with its metrics, and each budget held against them.
 fn judge_restore(v: &mut Verdicts, metrics: Metrics, budgets: &Budgets) {
     for (metric, budget) in budgets {
-        let case = format!("budget/{metric}");
+        let case = CoreCase::Budget(metric.clone());
         let Some(m) = metrics.get(metric) else {
             let measured: Vec<&str> = metrics.keys().map(String::as_str).collect();
             let why = format!("no metric `{metric}` was measured; the restore measures {}", measured.join(", "));
@@ -322,8 +325,8 @@ fn judge_restore(v: &mut Verdicts, metrics: Metrics, budgets: &Budgets) {
         v.amend(&case, |r| r.metrics.extend([(metric.clone(), m.clone())]));
     }
     let total = metrics.get("restore-total-s").map_or(0.0, |m| m.value);
-    v.set("restore", Ok(metrics));
-    v.amend("restore", |r| r.duration_s = total);
+    v.set(&CoreCase::Restore, Ok(metrics));
+    v.amend(&CoreCase::Restore, |r| r.duration_s = total);
 }
 
 /// Every template's speed against the one its exporter recorded.
@@ -333,7 +336,7 @@ fn judge_speeds(v: &mut Verdicts, m: &gnomon_format::Manifest, restored: &[(Stri
     for t in &m.templates {
         let recorded = recorded.get(t.name.as_str()).and_then(|e| e.speed.as_ref());
         let timed = restored.get(t.name.as_str()).copied();
-        v.set(&format!("template={}/speed", t.name), speed::judged(&t.name, recorded, timed));
+        v.set(&CoreCase::Template(t.name.clone(), Step::Speed), speed::judged(&t.name, recorded, timed));
     }
 }
 
@@ -387,18 +390,21 @@ fn judge_templates(
 ) {
     v.restored = true;
     for t in templates {
-        v.pass(&format!("template={}/rebuild", t.name));
-        v.pass(&format!("template={}/instantiate", t.name));
-        let case = format!("template={}/outputs", t.name);
+        let case = |step| CoreCase::Template(t.name.to_owned(), step);
+        v.pass(&case(Step::Rebuild));
+        v.pass(&case(Step::Instantiate));
+        let case = case(Step::Outputs);
         v.set_agreed(&case, outputs_of(t, launched.outputs, agreements, reference));
     }
     let checked: Vec<&TemplateFacts> = templates.iter().filter(|t| t.unchecked.is_none()).collect();
-    v.set_agreed("determinism", deterministic(&checked, launched, agreements));
+    v.set_agreed(&CoreCase::Determinism, deterministic(&checked, launched, agreements));
     let launches_checked = templates.len() as u32 * launched.launches;
-    v.set("weights-unchanged", Ok(Metrics::from([measured("launches-checked", launches_checked as f64, "1")])));
+    let launches_checked = Metrics::from([measured("launches-checked", launches_checked as f64, "1")]);
+    v.set(&CoreCase::WeightsUnchanged, Ok(launches_checked));
     let names: Vec<&str> = checked.iter().map(|t| t.name).collect();
-    v.set("checker-rejects-wrong-outputs", checker_rejects_wrong_outputs(&names, launched.outputs, agreements));
-    v.set_agreed("poison-independence", poison_independent(&checked, launched, agreements));
+    let wrong_refused = checker_rejects_wrong_outputs(&names, launched.outputs, agreements);
+    v.set(&CoreCase::CheckerRejectsWrongOutputs, wrong_refused);
+    v.set_agreed(&CoreCase::PoisonIndependence, poison_independent(&checked, launched, agreements));
 }
 
 /// What outputs a case compared agreed by other than equal bits, for its metrics and the
@@ -620,10 +626,10 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
         }
         _ => Verdict::Failed(reason.to_owned()),
     };
-    for (i, case) in STAGE_CASES.into_iter().enumerate() {
-        if i < phase {
+    for case in &CoreCase::STAGES {
+        if case.phase() < phase {
             v.pass(case);
-        } else if i == phase {
+        } else if case.phase() == phase {
             v.set(case, Err(failed(&said)));
         }
     }
@@ -631,54 +637,45 @@ fn stopped(v: &mut Verdicts, templates: &[String], failure: StageFailure) -> Res
     // Templates are rebuilt, then instantiated, in order: those before the one at fault
     // passed its stage. When the driver names none, the stage fails for every template.
     let unnamed = format!("{said} (the driver does not say which template)");
-    for (stage_phase, step) in [(3, "rebuild"), (4, "instantiate")] {
+    for step in [Step::Rebuild, Step::Instantiate] {
         for (i, t) in templates.iter().enumerate() {
-            let case = format!("template={t}/{step}");
-            if phase > stage_phase || (phase == stage_phase && at.is_some_and(|a| i < a)) {
+            let case = CoreCase::Template(t.clone(), step);
+            let step_phase = case.phase();
+            if phase > step_phase || (phase == step_phase && at.is_some_and(|a| i < a)) {
                 v.pass(&case);
-            } else if phase == stage_phase && at.is_none_or(|a| i == a) {
+            } else if phase == step_phase && at.is_none_or(|a| i == a) {
                 v.set(&case, Err(failed(if at.is_some() { &said } else { &unnamed })));
             }
         }
     }
-    if phase == 5 {
+    if phase == Phase::Launches {
         match (&error, template) {
-            (ReplayError::WeightWritten { .. }, _) => v.set("weights-unchanged", Err(failed(&said))),
-            (_, Some(t)) => v.set(&format!("template={t}/outputs"), Err(failed(&said))),
+            (ReplayError::WeightWritten { .. }, _) => v.set(&CoreCase::WeightsUnchanged, Err(failed(&said))),
+            (_, Some(t)) => v.set(&CoreCase::Template(t, Step::Outputs), Err(failed(&said))),
             (_, None) => {}
         }
     }
     Err(format!("the restore stopped in stage `{stage}`: {said}"))
 }
 
-/// The cases of a restore's first stages, in the order they run.
-const STAGE_CASES: [&str; 3] = ["map", "modules", "upload"];
-
-/// The case of [`STAGE_CASES`] whose time a stage counts in; `None` for the others.
-fn case_of(stage: Stage) -> Option<&'static str> {
-    phase_of(stage).and_then(|phase| STAGE_CASES.get(phase).copied())
-}
-
-/// Restore stages in the order of the cases they decide: map, modules, upload, rebuild,
-/// instantiate, launches (a rebuild runs alongside the upload, and its failure is told
-/// after the upload's checks); `None` for what comes before them all (the context check,
-/// opening the core) and for the replay cases' own steps after a restore. Exhaustive: a
-/// new stage must be placed here.
-fn phase_of(stage: Stage) -> Option<usize> {
+/// The phase of the restore a stage belongs to; `None` for what comes before them all
+/// (the context check, opening the core) and for the replay cases' own steps after a
+/// restore. Exhaustive: a new stage must be placed here.
+fn phase_of(stage: Stage) -> Option<Phase> {
     Some(match stage {
         Stage::Context | Stage::Open | Stage::OpenAndContext | Stage::Compare | Stage::MeasureFloors => return None,
-        Stage::ReserveAndMap | Stage::MapPeers => 0,
-        Stage::ModuleLoad => 1,
-        Stage::Poison | Stage::Upload | Stage::ContentsCheck | Stage::WritableCopies => 2,
-        Stage::Rebuild => 3,
-        Stage::Instantiate | Stage::Handover => 4,
+        Stage::ReserveAndMap | Stage::MapPeers => Phase::Map,
+        Stage::ModuleLoad => Phase::Modules,
+        Stage::Poison | Stage::Upload | Stage::ContentsCheck | Stage::WritableCopies => Phase::Upload,
+        Stage::Rebuild => Phase::Rebuild,
+        Stage::Instantiate | Stage::Handover => Phase::Instantiate,
         Stage::Reset
         | Stage::Launch
         | Stage::ReadOutputs
         | Stage::WeightsCheck
         | Stage::PoisonIndependence
         | Stage::Speed
-        | Stage::RankSync => 5,
+        | Stage::RankSync => Phase::Launches,
     })
 }
 

@@ -6,6 +6,7 @@
 //! in a directory of the batch's own to share their memory and launch together.
 
 mod agreement;
+mod case;
 mod judge;
 mod profile;
 mod speed;
@@ -19,6 +20,7 @@ use std::{
 use gnomon_format::{account::Account, tensor_parallel, Core, Manifest};
 use gnomon_reports::{CaseRecord, Status};
 
+use case::CoreCase;
 pub use judge::judge_command;
 pub use profile::{Budget, Profile};
 pub use target::{CoreDir, Target};
@@ -72,22 +74,12 @@ pub fn cases(targets: &[Target], profile: &Profile, placement: Placement) -> Vec
 /// The cases one core's child judges, after `PREFIX/`, in the order it judges them. A
 /// rank (`rank` set) also proves which GPU it ran on.
 pub(crate) fn core_cases(prefix: &str, templates: &[String], profile: &Profile, rank: Option<u32>) -> Vec<Case> {
-    let mut suffixes: Vec<String> = rank.map(|_| "device".to_owned()).into_iter().collect();
-    suffixes.extend(["map", "modules", "upload"].map(String::from));
-    for stage in ["rebuild", "instantiate", "attributes", "outputs", "speed"] {
-        suffixes.extend(templates.iter().map(|t| format!("template={t}/{stage}")));
-    }
-    suffixes.extend(
-        ["determinism", "weights-unchanged", "poison-independence", "restore", "checker-rejects-wrong-outputs"]
-            .map(String::from),
-    );
-    suffixes.extend(profile.budgets_for(target_of(prefix)).into_keys().map(|metric| format!("budget/{metric}")));
-    suffixes
+    let budgets = profile.budgets_for(target_of(prefix)).into_keys();
+    CoreCase::all(templates, budgets, rank.is_some())
         .into_iter()
-        .map(|suffix| {
-            let case = Case::judged_by_batch(&format!("{prefix}/{suffix}"), CLAIM, Requirement::Gpus(1));
-            let template = suffix.strip_prefix("template=").and_then(|t| t.rsplit_once('/')).map(|(t, _)| t.to_owned());
-            let case = template.into_iter().fold(case, |c, t| c.with_parameter("template", t));
+        .map(|core_case| {
+            let case = Case::judged_by_batch(&format!("{prefix}/{core_case}"), CLAIM, Requirement::Gpus(1));
+            let case = core_case.template().into_iter().fold(case, |c, t| c.with_parameter("template", t.to_owned()));
             rank.into_iter().fold(case, |c, r| c.with_parameter("rank", r.to_string()))
         })
         .collect()
