@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use gnomon::{
     cli::{Cli, Command},
-    commands,
+    commands, steps,
 };
 
 /// jemalloc serves the whole process, the CUDA driver's `malloc` included (see `heap`).
@@ -43,32 +43,12 @@ fn run(cli: Cli) -> i32 {
             Ok(config) => gnomon::runner::run(config),
             Err(e) => commands::exit(Err(e)),
         },
-        Command::QualifyCore(a) => {
-            let meet = a.meet.as_deref();
-            gnomon_cases::qualify::judge_command(
-                &a.core,
-                &a.prefix,
-                a.device,
-                meet,
-                a.profile.as_deref(),
-                &a.result_file,
-            )
-        }
+        Command::QualifyCore(args) => steps::qualify_core(&args),
         Command::Validate(args) => commands::validate_cores(&args),
-        Command::Replay(args) => {
-            let limit = args.meet_limit.unwrap_or(gnomon_core::replay::MEETING_LIMIT);
-            let ranks = args.meet.map(|dir| gnomon_core::replay::RankLink { dir, limit });
-            gnomon_cases::replay::replay_command(&args.core, ranks, args.result.as_deref())
-        }
-        Command::Export(args) => {
-            gnomon_cases::replay::export_command(&args.workload, args.options(), &args.out, args.result.as_deref())
-        }
-        Command::ColdStart(args) => {
-            gnomon_cases::replay::cold_start_command(&args.workload, &args.core, args.result.as_deref())
-        }
-        Command::PeerProbe(args) => {
-            gnomon_cases::replay::peer_probe_command(args.rank, &args.dir, args.result.as_deref())
-        }
+        Command::Replay(args) => steps::replay(&args),
+        Command::Export(args) => steps::export(&args),
+        Command::ColdStart(args) => steps::cold_start_step(&args),
+        Command::PeerProbe(args) => steps::peer_probe_step(&args),
         Command::RunCase(args) => gnomon::runner::child_main(&args.case, &args.result_file),
     }
 }

@@ -19,7 +19,7 @@ use gnomon_core::{
         ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
     },
 };
-use gnomon_reports::{exit_codes, CaseRecord, Status};
+use gnomon_reports::{CaseRecord, Status};
 
 use super::{
     agreement::{Agreement, Agreements},
@@ -39,24 +39,15 @@ use crate::{
 };
 
 /// `gnomon __qualify-core CORE --prefix P [--device D] [--meet DIR] [--profile FILE]`:
-/// writes the records of the core's cases to `result_file` as a JSON array. `device` is
-/// given for a rank of a set, which must run on that GPU; a rank whose kernels reach into
-/// its peers' memory meets them in `meet`.
-pub fn judge_command(
+/// the records of the core's cases. `device` is given for a rank of a set, which must run
+/// on that GPU; a rank whose kernels reach into its peers' memory meets them in `meet`.
+pub fn judge_core(
     dir: &Path,
     prefix: &str,
     device: Option<u32>,
     meet: Option<&Path>,
-    profile: Option<&Path>,
-    result_file: &Path,
-) -> i32 {
-    let profile = match profile.map(Profile::load).transpose() {
-        Ok(p) => p.unwrap_or_default(),
-        Err(e) => {
-            eprintln!("gnomon: {e}");
-            return exit_codes::USAGE;
-        }
-    };
+    profile: &Profile,
+) -> Vec<CaseRecord> {
     let ordinal = device.unwrap_or(0);
     // One parse of the manifest per process: the restore's own open names the cases; only
     // a core it could not open is read again, for what its manifest still says.
@@ -69,20 +60,13 @@ pub fn judge_command(
         }
     };
     let rank = device.map(|_| tp_rank.unwrap_or(u32::MAX));
-    let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &templates, &profile, rank));
+    let mut verdicts = Verdicts::new(prefix, core_cases(prefix, &templates, profile, rank));
     let budgets = profile.budgets_for(super::target_of(prefix));
     let link = meet.map(|dir| RankLink { dir: dir.to_owned(), limit: MEETING_LIMIT });
-    if let Err(why) = judge(&mut verdicts, started, ordinal, rank, link, &profile, &budgets) {
+    if let Err(why) = judge(&mut verdicts, started, ordinal, rank, link, profile, &budgets) {
         verdicts.unjudged = why;
     }
-    let json = serde_json::to_vec(&verdicts.finish()).expect("records always serialize");
-    match gnomon_reports::write_atomically(result_file, &json) {
-        Ok(()) => exit_codes::SUCCESS,
-        Err(e) => {
-            eprintln!("gnomon: could not write {}: {e}", result_file.display());
-            exit_codes::USAGE
-        }
-    }
+    verdicts.finish()
 }
 
 /// The records of one core's cases, set by case.

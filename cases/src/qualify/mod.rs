@@ -21,7 +21,7 @@ use gnomon_format::{account::Account, tensor_parallel, Core, Manifest};
 use gnomon_reports::{CaseRecord, Status};
 
 use case::CoreCase;
-pub use judge::judge_command;
+pub use judge::judge_core;
 pub use profile::{Budget, Profile};
 pub use target::{CoreDir, Target};
 

@@ -14,22 +14,13 @@ use gnomon_core::{
 };
 use gnomon_fixtures::workloads::by_name;
 
-use super::{
-    native::{finish, StepOutcome},
-    pipeline::{capture_and_instantiate, session_over},
-};
+use super::pipeline::{capture_and_instantiate, session_over};
 use crate::{measured, Metrics, Verdict};
 
 /// `gnomon __cold-start WORKLOAD CORE_DIR`: starts `workload` without its core, its
-/// weights read from the core's shard files; the outcome goes to `result` as JSON.
-pub fn cold_start_command(workload: &str, dir: &Path, result: Option<&Path>) -> i32 {
-    let outcome = StepOutcome::new(cold_start(workload, dir));
-    finish(outcome, result, &format!("start {workload} without its core"))
-}
-
-/// `nocore-ready-s`: from the start until every template is instantiated, less the time
+/// weights read from the core's shard files. `nocore-ready-s`: from the start until every template is instantiated, less the time
 /// spent reading the manifest for where the weights go (a stack without a core knows).
-fn cold_start(workload: &str, dir: &Path) -> Result<Metrics, Verdict> {
+pub fn cold_start(workload: &str, dir: &Path) -> Result<Metrics, Verdict> {
     let w = by_name(workload).ok_or_else(|| Verdict::Blocked(format!("no built-in workload `{workload}`")))?;
     let started = Instant::now();
     let ctx = Context::new(0).map_err(|e| Verdict::Blocked(format!("open device 0: {e}")))?;

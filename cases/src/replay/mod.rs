@@ -22,9 +22,9 @@ use gnomon_format::{
 use gnomon_core::replay::{drop_shards_from_cache, Executables, Launches};
 use gnomon_fixtures::workloads::{self, all, Workload};
 
-pub use cold_start::cold_start_command;
-pub use native::{export_command, replay_command, StepOutcome};
-pub use peers::peer_probe_command;
+pub use cold_start::cold_start;
+pub use native::{export_workload, replay_core, StepOutcome};
+pub use peers::peer_probe;
 pub use pipeline::ExportOptions;
 use pipeline::{export, Handover};
 

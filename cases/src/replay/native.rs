@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, path::Path, time::Instant};
 
-use gnomon_format::{shards::MIB, Core};
+use gnomon_format::Core;
 
 use gnomon_core::{
     cuda::{Context, CudaError},
@@ -41,7 +41,7 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
-    pub(super) fn new(result: Result<Metrics, Verdict>) -> Self {
+    pub fn new(result: Result<Metrics, Verdict>) -> Self {
         let mut outcome = Self::default();
         match result {
             Ok(metrics) => {
@@ -66,7 +66,7 @@ impl StepOutcome {
         }
     }
 
-    fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> i32 {
         match self.status {
             Some(Status::Passed) => exit_codes::SUCCESS,
             Some(Status::Blocked) => exit_codes::PRECONDITION,
@@ -313,15 +313,9 @@ fn cpu_reference(report: &ReplayReport, template: &str, name: &str) -> Result<Ve
     Ok(workload.reference(template, &Contents(&contents)))
 }
 
-/// `gnomon replay CORE_DIR`: validate, replay on device 0, judge; the outcome goes to
-/// `result` as JSON when given, and to standard error in words. A rank of a set whose
+/// `gnomon replay CORE_DIR`: validate, replay on device 0, judge. A rank of a set whose
 /// kernels reach into its peers' memory meets the other ranks as `ranks` says.
-pub fn replay_command(dir: &Path, ranks: Option<RankLink>, result: Option<&Path>) -> i32 {
-    let outcome = StepOutcome::new(open_and_replay(dir, ranks));
-    finish(outcome, result, &format!("replay {}", dir.display()))
-}
-
-fn open_and_replay(dir: &Path, ranks: Option<RankLink>) -> Result<Metrics, Verdict> {
+pub fn replay_core(dir: &Path, ranks: Option<RankLink>) -> Result<Metrics, Verdict> {
     let started = Instant::now();
     let s = start(dir, 0).map_err(|e| match e {
         StartError::Core(e) => Verdict::Failed(format!("core refused: {e}")),
@@ -354,44 +348,25 @@ pub fn open_timed(dir: &Path) -> Result<(Core, (Stage, f64)), Verdict> {
 }
 
 /// `gnomon export WORKLOAD --out DIR`: writes the core of a built-in workload, as the
-/// exporting process of the process-exit handover does, and exits. With `world` > 1 it
-/// writes one core per rank, `DIR/rank-R`, each recording its rank.
-pub fn export_command(workload: &str, options: ExportOptions, dir: &Path, result: Option<&Path>) -> i32 {
+/// exporting process of the process-exit handover does. With `world` > 1 it writes one
+/// core per rank, `DIR/rank-R`, each recording its rank. `Err` is a usage error: no such
+/// workload, or a rank set asked for another number of ranks.
+pub fn export_workload(workload: &str, options: ExportOptions, dir: &Path) -> Result<Result<Metrics, Verdict>, String> {
     if is_rank_set(workload) {
-        let Some(ranks) = rank_set(workload, options.world) else {
-            eprintln!("gnomon: `{workload}` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world);
-            return exit_codes::USAGE;
-        };
-        let exported = rank_set::export_rank_set(ranks, options.cap, dir);
-        return finish(StepOutcome::new(exported), result, &format!("export `{workload}` --tp {}", options.world));
+        let ranks = rank_set(workload, options.world).ok_or_else(|| {
+            format!("`{workload}` is a rank set of 2 or 4 ranks (--tp 2, --tp 4), not {}", options.world)
+        })?;
+        return Ok(rank_set::export_rank_set(ranks, options.cap, dir));
     }
     let Some(w) = by_name(workload) else {
         let known: Vec<_> = workloads::all().into_iter().chain(workloads::nightly()).map(|w| w.name()).collect();
-        eprintln!("gnomon: no workload `{workload}`; the workloads are {}", known.join(", "));
-        return exit_codes::USAGE;
+        return Err(format!("no workload `{workload}`; the workloads are {}", known.join(", ")));
     };
     // A rank set's metrics are its last rank's: the ranks are exported alike, one by one.
-    let exported = (0..options.world).try_fold(Metrics::new(), |_, rank| {
+    Ok((0..options.world).try_fold(Metrics::new(), |_, rank| {
         let rank_dir = if options.world == 1 { dir.to_owned() } else { dir.join(format!("rank-{rank}")) };
         export(w, ExportOptions { rank, ..options }, &rank_dir, Handover::Exit).map(|e| e.metrics)
-    });
-    finish(
-        StepOutcome::new(exported),
-        result,
-        &format!("export `{workload}` at cap {} MiB to {}", options.cap / MIB, dir.display()),
-    )
-}
-
-pub(super) fn finish(outcome: StepOutcome, result: Option<&Path>, what: &str) -> i32 {
-    eprintln!("gnomon: {what}: {}", outcome.reason.as_deref().unwrap_or("passed"));
-    if let Some(path) = result {
-        let json = serde_json::to_vec_pretty(&outcome).expect("an outcome always serializes");
-        if let Err(e) = gnomon_reports::write_atomically(path, &json) {
-            eprintln!("gnomon: could not write {}: {e}", path.display());
-            return exit_codes::USAGE;
-        }
-    }
-    outcome.exit_code()
+    }))
 }
 
 #[cfg(test)]

@@ -18,11 +18,7 @@ use gnomon_core::{
     rendezvous::{Meeting, Offer},
 };
 
-use super::{
-    native::{finish, StepOutcome},
-    pipeline::ARENA_BASE,
-    scratch,
-};
+use super::{native::StepOutcome, pipeline::ARENA_BASE, scratch};
 use crate::{measured, Case, Metrics, Verdict};
 
 const CLAIM: &str = "peer-mapping";
@@ -88,11 +84,6 @@ pub(super) fn run_ranks(ranks: Vec<(u32, Command)>, dir: &Path) -> (Metrics, Res
     (metrics, outcome)
 }
 
-/// `gnomon __peer-probe --rank R DIR`: one rank of [`cases`]; the outcome goes to `result`.
-pub fn peer_probe_command(rank: u32, dir: &Path, result: Option<&Path>) -> i32 {
-    finish(StepOutcome::new(probe(rank, dir)), result, &format!("rank {rank} of the peer probe"))
-}
-
 fn failed(what: &'static str) -> impl Fn(CudaError) -> Verdict {
     move |e| Verdict::Failed(format!("{what}: {e}"))
 }
@@ -101,7 +92,8 @@ fn pattern(rank: u32) -> u8 {
     0x10 + rank as u8
 }
 
-fn probe(rank: u32, dir: &Path) -> Result<Metrics, Verdict> {
+/// `gnomon __peer-probe --rank R DIR`: one rank of [`cases`].
+pub fn peer_probe(rank: u32, dir: &Path) -> Result<Metrics, Verdict> {
     let peer = match rank {
         0 | 1 => 1 - rank,
         other => return Err(Verdict::Blocked(format!("rank {other}: the probe has ranks 0 and 1"))),
