@@ -41,6 +41,23 @@ _bitwise = False
 #: The arena's range and PyTorch's pools in it, once ``use_arena`` ran.
 _arena = {}
 
+#: The PyTorch the kit was qualified with (on the H200 runner, CUDA 13.0).
+TESTED_TORCH = "2.11"
+
+
+def _torch():
+    """PyTorch, or an error that says what the kit needs: it is an extra of the package
+    (``pip install 'gnomon[torch]'``), so that ``gnomon._native`` and the binary install
+    without it."""
+    try:
+        import torch
+    except ModuleNotFoundError as missing:
+        raise ModuleNotFoundError(
+            f"gnomon.torch needs PyTorch with CUDA (the kit was tested with torch {TESTED_TORCH}, CUDA 13.0): "
+            "pip install 'gnomon[torch]', or torch for your CUDA from pytorch.org") from missing
+    return torch
+
+
 def _cuda_initialised():
     torch = sys.modules.get("torch")
     return torch is not None and torch.cuda.is_initialized()
@@ -80,7 +97,7 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
     as they do without the kit. Returns the size mapped. Refused when the driver does not
     place the range at ``base``. A rank of a tensor-parallel set maps it ``shareable`` and
     then calls ``join_ranks``."""
-    import torch
+    torch = _torch()
 
     if _cuda_initialised():
         raise RuntimeError("use_arena must come before the first CUDA allocation")
@@ -120,7 +137,7 @@ def _capture_into_arena(graph_class):
 
 def _arena_pool(pool):
     """The arena's pool a capture given ``pool`` allocates in (see ``_capture_into_arena``)."""
-    import torch
+    torch = _torch()
 
     if not _arena or (pool is not None and tuple(pool) == tuple(_arena["graphs"].id)):
         return pool
@@ -183,7 +200,7 @@ def graph_pool():
     capture given PyTorch's own handle, or none, lands in an arena pool too (one per
     handle, one per capture given none). Without ``use_arena``, a new pool of PyTorch's
     own, so a port runs either way."""
-    import torch
+    torch = _torch()
 
     return _arena["graphs"].id if _arena else torch.cuda.graph_pool_handle()
 
@@ -243,7 +260,7 @@ def outside_arena():
     cuBLAS keeps a workspace per stream, made by the stream's first GEMM, which every GEMM
     a graph captures on that stream reads: before it leaves the arena, this makes the
     current stream's workspaces there."""
-    import torch
+    torch = _torch()
 
     routing = _arena.pop("routing", None)
     if routing is None:
@@ -261,7 +278,7 @@ def outside_arena():
 def _make_gemm_workspaces():
     """One GEMM through cuBLAS and one through cuBLASLt (with a bias) on the current stream:
     PyTorch gives each (handle, stream) its workspace at the first such call."""
-    import torch
+    torch = _torch()
 
     a = torch.ones(16, 16, dtype=torch.bfloat16, device="cuda")
     torch.mm(a, a)
@@ -274,7 +291,7 @@ def deterministic():
     verdicts. Call it before the first CUDA call (cuBLAS reads its workspace setting when
     it starts)."""
     global _bitwise
-    import torch
+    torch = _torch()
 
     if _cuda_initialised():
         raise RuntimeError("deterministic() must come before the first CUDA call")
@@ -323,7 +340,7 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     core keeps them and ``gnomon qualify`` reports them beside the restore. Returns what
     the export did (nodes, kernel nodes by recorder route and library, modules, bytes,
     seconds)."""
-    import torch
+    torch = _torch()
 
     from . import __version__
 

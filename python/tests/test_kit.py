@@ -325,3 +325,12 @@ def test_joining_ranks_or_meeting_them_without_an_arena_is_refused_in_words(tmp_
         _native.join_ranks(0, 2, str(tmp_path), [(1, BASE + (1 << 39))], 1.0)
     with pytest.raises(RuntimeError, match="this process joined no rank set"):
         _native.sync_ranks()
+
+
+def test_without_pytorch_the_kit_says_what_it_needs(monkeypatch):
+    """gnomon.torch imports without PyTorch (an extra of the package); the first thing that
+    needs it names the extra and the version the kit was tested with."""
+    import gnomon.torch as gt
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
+    with pytest.raises(ModuleNotFoundError, match=r"tested with torch 2\.11.*gnomon\[torch\]"):
+        gt.use_arena("1GiB")
