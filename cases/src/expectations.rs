@@ -90,15 +90,17 @@ impl Expectations {
         }
     }
 
-    /// Entries that matched no case, and cases matched by more than one entry.
+    /// Entries whose cases are not in the run (stale, or filtered out), and cases matched
+    /// by more than one entry. An entry whose cases are in the run but were skipped here,
+    /// or that is for another machine, is not a problem: it waits for its machine.
     pub fn problems(&self, ran: &[CaseRecord], env: &Environment) -> Vec<String> {
         let used = self.used.lock().unwrap_or_else(|p| p.into_inner());
         let mut problems: Vec<String> = self
             .list
             .iter()
             .zip(used.iter())
-            .filter(|(_, hits)| hits.is_empty())
-            .map(|(e, _)| format!("unused expectation `{}`", e.entry.cases))
+            .filter(|(e, hits)| hits.is_empty() && !ran.iter().any(|r| e.matcher.is_match(r.id.as_str())))
+            .map(|(e, _)| format!("unused expectation `{}`: no case of this run has that id", e.entry.cases))
             .collect();
         for record in ran {
             let matching: Vec<_> =

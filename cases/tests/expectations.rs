@@ -68,6 +68,16 @@ fn unused_and_overlapping_entries_are_reported() {
 }
 
 #[test]
+fn an_expectation_whose_case_was_skipped_or_is_for_another_machine_is_silent() {
+    let expectations = Expectations::parse(FILE).unwrap();
+    let no_gpu = Environment::default();
+    let mut skipped = record("gpu/flags/value=8/driver-reports-exact", Status::Skipped, "needs a CUDA GPU");
+    expectations.apply(&mut skipped, &no_gpu);
+    let problems = expectations.problems(&[skipped], &no_gpu);
+    assert_eq!(problems, ["unused expectation `gpu/unused/*`: no case of this run has that id"]);
+}
+
+#[test]
 fn bad_files_are_refused() {
     let passing = "[[expect]]\ncases = \"a\"\nstatus = \"passed\"\nreason = \"r\"\nlink = \"l\"\n";
     let typo = "[[expect]]\ncases = \"a\"\nstatus = \"failed\"\nreasn = \"r\"\nlink = \"l\"\n";

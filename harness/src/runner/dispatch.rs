@@ -102,7 +102,7 @@ pub fn run(config: RunConfig) -> i32 {
             continue;
         }
         if config.libtest.is_ignored(&stub) {
-            // libtest lists an ignored trial but never calls it, so its skip is recorded here.
+            // Said in the header; the trial records it, and libtest prints its reason.
             not_running.push(case.record(Status::Skipped, unmet.clone()));
         }
         selected.push((case, unmet));
@@ -136,7 +136,6 @@ pub fn run(config: RunConfig) -> i32 {
     if let Some(problem) = &scratch_problem {
         eprintln!("gnomon: {problem}; cases that need scratch will be blocked, and the run fails (exit 3)");
     }
-    sink.add_all(not_running);
     let policy = Arc::new(Policy {
         batches: BatchRecords::default(),
         child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
@@ -146,10 +145,10 @@ pub fn run(config: RunConfig) -> i32 {
         env,
         progress: console::Progress::new(isolated),
     });
-    let trials = selected.into_iter().map(|(case, unmet)| {
-        let ignored = unmet.is_some();
-        trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink)).with_ignored_flag(ignored)
-    });
+    // A case whose requirement is absent runs as a trial that records its skip, so that
+    // libtest's line says why ("ignored (skipped: needs a CUDA GPU: …)"); only a listing
+    // marks it ignored, for nextest.
+    let trials = selected.into_iter().map(|(case, unmet)| trial(case, unmet, Arc::clone(&policy), Arc::clone(&sink)));
     let conclusion = libtest_mimic::run(&config.libtest, trials.collect());
     let complete = !signal::cancelled();
     match sink.finish(complete, |records| policy.expectations.problems(records, &policy.env)) {
