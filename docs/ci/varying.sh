@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Honest verdicts on ports whose outputs vary between launches (issue 44). Usage:
 #   docs/ci/varying.sh WHEEL_DIR OUT_DIR exports|qualify|planted|shared
-# PORTS (words) narrows the varying ports; PLANTED names the ports whose defects are planted.
+# PORTS (words) narrows the varying ports; PLANTED names the ports whose defects are
+# planted, and POOLS=0 leaves out the two captures of PyTorch's own pool idioms.
 # `exports`: each varying port exported 3 times and once under
 # gnomon.torch.deterministic(); then the stale-word
 # program (moe-top8, fp32) exported STALE_EXPORTS times (20), four at a time, its outcomes
@@ -63,9 +64,11 @@ if [[ $phase == planted ]]; then
   done
   # A serving stack's capture code unchanged: captures given a pool of PyTorch's own, or
   # none, land in the arena; they must export and pass like the port's own.
-  export_one hf-pool-pytorch-qwen3 hf-pool-pytorch-qwen3 &
-  export_one hf-pool-none-qwen3 hf-pool-none-qwen3 &
-  wait
+  if [[ ${POOLS:-1} == 1 ]]; then
+    export_one hf-pool-pytorch-qwen3 hf-pool-pytorch-qwen3 &
+    export_one hf-pool-none-qwen3 hf-pool-none-qwen3 &
+    wait
+  fi
   qualify planted "$cores"/*-orig/ "$cores"/*-plant-*/ "$cores"/hf-pool-*/
   pack
   exit 0
