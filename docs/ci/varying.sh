@@ -9,7 +9,7 @@
 # counted, and outside.py's graph that reads a tensor outside the arena refused.
 # `qualify`: every export's core qualified QUALIFIES times (5), the deterministic ones once.
 # `planted`: the ports exported again, then once per planted defect in a process of its
-# own against that core (python/ports/plant.py), three at a time, and all of them
+# own against that core (python/ports/plant.py), JOBS (3) at a time, and all of them
 # qualified once; with two captures given PyTorch's own pool handle and no pool.
 # `shared`: the first export of each port qualified while another process holds a CUDA
 # context on the GPU, which the report must name. Cores stay in $CORES (default
@@ -51,13 +51,13 @@ if [[ $phase == planted ]]; then
     [hf-index-add-olmoe]="control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer"
   )
   # Each planted core in a process of its own, against the port's own core (plant.py);
-  # three at a time: a verdict here is about values, not speed.
+  # JOBS (3) at a time: a verdict here is about values, not speed.
   for port in ${PLANTED:-${!plants[*]}}; do
     export_one "$port-orig" "$port"
     n=0
     for p in ${plants[$port]}; do
       export_one "$port-plant-${p//:/-}" "$port" --plant "$p" --against "$cores/$port-orig" &
-      (( ++n % 3 == 0 )) && wait
+      (( ++n % ${JOBS:-3} == 0 )) && wait
     done
     wait
     pack
