@@ -753,17 +753,15 @@ mod tests {
         assert_eq!(stopped(&mut v, &templates, failure).unwrap_err(), "the core cannot run on this device: no");
     }
 
-    /// On a machine without a GPU the child writes a record for every case, blocked with
-    /// the reason, and exits 0: the runner reads the file, never the exit code alone.
+    /// On a machine without a GPU the judge gives a record for every case, blocked with
+    /// the reason.
     #[test]
     fn without_a_device_every_case_is_blocked_with_the_reason() {
         if gnomon_core::cuda::preflight().is_ok() {
             return; // A machine with a GPU restores the core instead: the GPU runs judge that.
         }
         let core = gnomon_fixtures::golden::v2().unwrap();
-        let result = tempfile::NamedTempFile::new().unwrap();
-        assert_eq!(judge_command(core.path(), "qualify/g", None, None, None, result.path()), 0);
-        let records: Vec<CaseRecord> = serde_json::from_slice(&std::fs::read(result.path()).unwrap()).unwrap();
+        let records = judge_core(core.path(), "qualify/g", None, None, &Profile::default());
         assert!(!records.is_empty());
         for r in &records {
             assert_eq!(r.status, Status::Blocked, "{}", r.id);
