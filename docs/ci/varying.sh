@@ -47,8 +47,8 @@ if [[ $phase == planted ]]; then
   declare -A plants=(
     [moe-top8-bf16]="control weight:0.001 weight:0.0039 weight:0.0156 weight:0.0625 skip-layer"
     [hf-index-add-mixtral]="control weight:0.0039 weight:0.0625 kv-slot skip-layer"
-    [hf-index-add-qwen3_moe]="control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer"
-    [hf-index-add-olmoe]="control weight:0.0039 weight:0.0156 weight:0.0625 kv-slot skip-layer"
+    [hf-index-add-qwen3_moe]="control weight:0.0039 weight:0.0156 weight:0.0625 weight:0.25 weight:1 kv-slot skip-layer"
+    [hf-index-add-olmoe]="control weight:0.0039 weight:0.0156 weight:0.0625 weight:0.25 weight:1 kv-slot skip-layer"
   )
   # Each planted core in a process of its own, against the port's own core (plant.py);
   # JOBS (3) at a time: a verdict here is about values, not speed.
