@@ -99,3 +99,27 @@ fn the_format_crate_builds_on_no_gpu_crate() {
     // The rule can fail: the GPU crate does build on them.
     assert!(g.closure("gnomon-core").contains("cudarc"));
 }
+
+/// The crates `cargo tree` lists for `package` with its dev-dependencies, as its own
+/// tests build it (features resolved for that package alone).
+fn tree_with_tests(package: &str) -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "-e", "normal,dev", "--prefix", "none", "--format", "{p}", "-p", package])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("cargo tree writes UTF-8");
+    text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect()
+}
+
+#[test]
+fn the_format_crate_tests_on_no_gpu_crate() {
+    // Its refusal tests use the fixtures without their `workloads` feature.
+    let under = tree_with_tests("gnomon-format");
+    assert!(under.contains("gnomon-fixtures"), "the format's tests use the fixtures: {under:?}");
+    let gpu: Vec<&str> = GPU_CRATES.into_iter().filter(|c| under.contains(*c)).collect();
+    assert!(gpu.is_empty(), "gnomon-format's tests build on {gpu:?}");
+    assert!(tree_with_tests("gnomon-cases").contains("cudarc"));
+}
