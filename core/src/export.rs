@@ -16,6 +16,7 @@ use gnomon_format::{
 use crate::{
     cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
+    progress::{Progress, Unit},
 };
 
 /// Bytes read back from the device and written per step of a snapshot.
@@ -112,11 +113,16 @@ impl Exporter {
         }
         let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(gnomon_format::errors::ValidationError::from)?;
         let spans = plan(a.size, cap).map_err(gnomon_format::errors::ValidationError::from)?;
-        let mut written = 0;
-        for span in spans {
-            let file = format!("shards/{:04}.bin", span.index);
-            let mut shard =
-                Shard { index: span.index, offset: span.offset, size: span.size, file, sha256: None, chunks: None };
+        let shards: Vec<Shard> = spans
+            .into_iter()
+            .map(|s| {
+                let file = format!("shards/{:04}.bin", s.index);
+                Shard { index: s.index, offset: s.offset, size: s.size, file, sha256: None, chunks: None }
+            })
+            .collect();
+        let stored = shards.iter().map(|s| self.manifest.stored_len(s)).sum();
+        let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
+        for mut shard in shards {
             let ranges = self.manifest.stored_ranges(&shard);
             let total = self.manifest.stored_len(&shard);
             let mut digester = ShardDigester::new(self.manifest.format.version);
@@ -125,13 +131,14 @@ impl Exporter {
                 for (offset, len) in pieces(&ranges, at, len) {
                     bytes.extend(read(offset, len)?);
                 }
+                progress.advance(len);
                 Ok::<_, ExportError>(bytes)
             })?;
             digester.finish(&mut shard);
-            written += total;
             self.manifest.shards.push(shard);
         }
-        Ok((written, started.elapsed().as_secs_f64()))
+        progress.finish();
+        Ok((stored, started.elapsed().as_secs_f64()))
     }
 
     /// Declares that `template`'s outputs are not compared, and why.

@@ -14,6 +14,7 @@ pub mod cuda;
 pub mod errors;
 pub mod export;
 pub mod page_cache;
+pub mod progress;
 pub mod record;
 pub mod rendezvous;
 pub mod replay;

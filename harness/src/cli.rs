@@ -357,6 +357,9 @@ pub struct ExportArgs {
     /// Also write the outcome and metrics as JSON here.
     #[arg(long)]
     pub result: Option<PathBuf>,
+    /// Say nothing of how far a long stage is (the snapshot).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 impl ExportArgs {

@@ -22,6 +22,7 @@ pub fn replay(args: &ReplayArgs) -> i32 {
 }
 
 pub fn export(args: &ExportArgs) -> i32 {
+    gnomon_core::progress::set_quiet(args.quiet);
     let exported = match export_workload(&args.workload, args.options(), &args.out) {
         Ok(exported) => exported,
         Err(usage) => return usage_error(&usage),

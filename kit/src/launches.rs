@@ -21,6 +21,7 @@ use gnomon_format::{
 use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
+    progress::{Progress, Unit},
     replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
 };
 use serde::Serialize;
@@ -185,6 +186,7 @@ pub fn expectations(
     let launching = if ranks.is_some() { launching.fixed() } else { launching };
     let mut launched = Vec::new();
     let mut kernels = VaryingKernels::default();
+    let mut progress = Progress::start("export: launches", Unit::Items("templates"), graphs.len() as u64);
     for (name, graph) in graphs {
         let exec = graph.instantiate(flags)?;
         let compared: Vec<&Compared> = declared.compared_after(name).collect();
@@ -209,7 +211,9 @@ pub fn expectations(
             Some(_) => None,
         };
         launched.push(Launched { name, observed, launches, speed });
+        progress.advance(1);
     }
+    progress.finish();
     record(exporter, m, launched, &kernels)
 }
 

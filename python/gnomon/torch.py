@@ -321,7 +321,7 @@ def _named(tensors, role, template=None):
 
 def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",
            capture=None, launches=DEFAULT_LAUNCHES, bitwise=None, quiet_launches=QUIET_LAUNCHES,
-           max_launches=MAX_LAUNCHES):
+           max_launches=MAX_LAUNCHES, progress=True):
     """Exports ``graphs`` ({template name: CUDAGraph captured with keep_graph=True}) as a
     core at ``out``.
 
@@ -337,9 +337,11 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     such a core instead. Afterwards the arena holds what the
     last launch left. ``capture`` names
     the seconds the program spent getting here ({"warm-up-s": ..., "capture-s": ...}); the
-    core keeps them and ``gnomon qualify`` reports them beside the restore. Returns what
-    the export did (nodes, kernel nodes by recorder route and library, modules, bytes,
-    seconds)."""
+    core keeps them and ``gnomon qualify`` reports them beside the restore. A stage that
+    takes more than two seconds (the snapshot, the launches) says how far it is on stderr:
+    a bar on a terminal, a line every five seconds otherwise, nothing with
+    ``progress=False``. Returns what the export did (nodes, kernel nodes by recorder route
+    and library, modules, bytes, seconds)."""
     torch = _torch()
 
     from . import __version__
@@ -354,7 +356,8 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     blocks = _blocks(snapshot, _arena["base"], _arena["size"]) if _arena else []
     outside = _outside(snapshot, _arena["base"], _arena["size"]) if _arena else []
     summary = json.loads(_native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap),
-                                        __version__, figures, (launches, quiet_launches, max_launches), bitwise))
+                                        __version__, figures, (launches, quiet_launches, max_launches), bitwise,
+                                        progress))
     others = summary.get("other-gpu-processes") or []
     if others:
         said = ", ".join(f"pid {p['pid']} ({p['name']}) on GPU {p['gpu']}" for p in others)

@@ -174,7 +174,7 @@ type Outside = Vec<(u64, u64, String)>;
 /// `blocks` divides the arena's segments as PyTorch's caching allocator does; no node may
 /// point into `outside`.
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise))]
+#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise, progress))]
 #[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
@@ -188,7 +188,9 @@ fn export(
     producer_seconds: Vec<(String, f64)>,
     launches: (u32, u32, u32),
     bitwise: bool,
+    progress: bool,
 ) -> PyResult<String> {
+    gnomon_core::progress::set_quiet(!progress);
     let recorder = lock(&RECORDER);
     let recorder =
         recorder.as_ref().ok_or_else(|| error("the recorder was not started: call gnomon.torch.record() first"))?;

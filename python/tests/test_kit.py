@@ -126,7 +126,7 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], (8, 16, 64), False)
+        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], (8, 16, 64), False, True)
     assert gt.DEFAULT_BASE == BASE
 
 

@@ -96,7 +96,7 @@ fn exit_handover(w: &dyn Workload, cap: u64, cache: Cache, ctx: &mut Ctx) -> Res
     let tmp = scratch()?;
     let (written, moved) = (tmp.path().join("exported"), tmp.path().join("elsewhere").join("core"));
     let mut metrics = Metrics::new();
-    let export_args = ["export", w.name(), "--cap", &cap.to_string(), "--out"].map(String::from);
+    let export_args = ["export", w.name(), "--quiet", "--cap", &cap.to_string(), "--out"].map(String::from);
     let outcome = helper(&export_args, &written, &tmp.path().join("export.json"));
     outcome.into_result(&mut metrics)?;
     std::fs::create_dir_all(moved.parent().expect("has a parent")).map_err(|e| Verdict::Blocked(e.to_string()))?;

@@ -69,7 +69,7 @@ fn export_then_replay(dir: &Path, workload: &str, ranks: &[u32]) -> Result<(Metr
     let (core, meet, results) = (dir.join("core"), dir.join("meet"), dir.join("replays"));
     std::fs::create_dir_all(&results).map_err(|e| Verdict::Blocked(format!("scratch: {e}")))?;
     let mut metrics = Metrics::new();
-    let export = ["export", workload, "--tp", "2", "--out"].map(String::from);
+    let export = ["export", workload, "--quiet", "--tp", "2", "--out"].map(String::from);
     helper(&export, &core, &dir.join("export.json")).into_result(&mut metrics)?;
     let replays = ranks.iter().map(|&rank| {
         let mut replay = gnomon_command()?;
