@@ -3,11 +3,12 @@
 //! be accepted.
 
 use gnomon_fixtures::{
-    corruptions::{corruptions, with_node},
+    bounds,
+    corruptions::corruptions,
     golden,
-    sample::{CoreDraft, ARENA, BASE, GRANULARITY, PEER_WINDOW},
+    sample::{CoreDraft, GRANULARITY},
 };
-use gnomon_format::{BufferContents, Core, EdgeKind, NodeOp, PeerRange};
+use gnomon_format::{BufferContents, Core, EdgeKind};
 
 use crate::{accepted, ensure, refused, Case, Verdict};
 
@@ -15,6 +16,14 @@ const CLAIM: &str = "manifest-validation";
 
 fn temp_root() -> Result<tempfile::TempDir, Verdict> {
     tempfile::tempdir().map_err(|e| Verdict::Blocked(format!("no temporary directory: {e}")))
+}
+
+/// `draft` written to a scratch directory and opened, which must succeed; `what` says
+/// what it is in the verdict.
+fn open_written(draft: &CoreDraft, what: &str) -> Result<Core, Verdict> {
+    let root = temp_root()?;
+    draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
+    accepted(Core::open(root.path()), what)
 }
 
 pub fn cases() -> Vec<Case> {
@@ -41,33 +50,18 @@ pub fn cases() -> Vec<Case> {
             ensure(stored == 2 * GRANULARITY, || format!("{stored} bytes stored; only `x` and `w` are"))
         }),
         Case::new("cpu/manifest/memset-values-that-fit-accepted", CLAIM, |_| {
-            for (element_size, value) in [(1, 0xff), (2, 0xffff), (4, u32::MAX)] {
-                let root = temp_root()?;
-                let mut draft = CoreDraft::sample();
-                with_node(&mut draft, 0, |op| match op {
-                    NodeOp::Memset(m) => (m.element_size, m.value, m.count) = (element_size, value, 64),
-                    _ => unreachable!("node 0 of the sample is a memset"),
-                });
-                draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-                accepted(Core::open(root.path()), &format!("a memset of {value:#x} in {element_size}-byte elements"))?;
+            for (element_size, value) in bounds::MEMSETS_THAT_FIT {
+                let what = format!("a memset of {value:#x} in {element_size}-byte elements");
+                open_written(&bounds::memset(element_size, value), &what)?;
             }
             Ok(())
         }),
         Case::new("cpu/manifest/tolerance-zero-accepted", CLAIM, |_| {
-            let root = temp_root()?;
-            let mut draft = CoreDraft::sample();
-            draft.manifest.expectations[0].tolerance = Some(0.0);
-            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            accepted(Core::open(root.path()), "a core that asks for an exact match").map(drop)
+            open_written(&bounds::tolerance_zero(), "a core that asks for an exact match").map(drop)
         }),
         Case::new("cpu/manifest/speed-at-its-bounds-accepted", CLAIM, |_| {
-            for (launches, median_us, spread_us) in [(20, 1e-3, 0.0), (1 << 16, 1e6, 1e6)] {
-                let root = temp_root()?;
-                let mut draft = CoreDraft::sample();
-                let speed = gnomon_format::Speed { launches, median_us, spread_us };
-                draft.manifest.expectations[0].speed = Some(speed);
-                draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-                let core = accepted(Core::open(root.path()), &format!("a core recording the speed {speed:?}"))?;
+            for speed in bounds::SPEEDS_AT_THE_BOUNDS {
+                let core = open_written(&bounds::timed(speed), &format!("a core recording the speed {speed:?}"))?;
                 let read = core.manifest().expectations[0].speed;
                 ensure(read == Some(speed), || format!("its speed read back as {read:?}"))?;
             }
@@ -98,24 +92,11 @@ pub fn cases() -> Vec<Case> {
             .map(drop)
         }),
         Case::new("cpu/manifest/peer-windows-side-by-side-accepted", CLAIM, |_| {
-            // Windows that touch each other or the arena's ends, and overlap nothing.
-            let root = temp_root()?;
-            let mut draft = CoreDraft::peered();
-            let range = draft.manifest.peers[0];
-            draft.manifest.peers.extend([
-                PeerRange { offset: GRANULARITY, address: PEER_WINDOW + GRANULARITY, ..range },
-                PeerRange { offset: 2 * GRANULARITY, address: BASE - GRANULARITY, ..range },
-                PeerRange { offset: 3 * GRANULARITY, address: BASE + ARENA, ..range },
-            ]);
-            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            accepted(Core::open(root.path()), "four peer windows, each touching another or the arena").map(drop)
+            let what = "four peer windows, each touching another or the arena";
+            open_written(&bounds::peer_windows_side_by_side(), what).map(drop)
         }),
         Case::new("cpu/manifest/launch-at-limits-accepted", CLAIM, |_| {
-            let root = temp_root()?;
-            let mut draft = CoreDraft::sample();
-            (draft.kernel_mut().grid, draft.kernel_mut().block) = ([(1 << 31) - 1, 65_535, 65_535], [1024, 1, 1]);
-            draft.write(root.path()).map_err(|e| Verdict::Blocked(e.to_string()))?;
-            accepted(Core::open(root.path()), "opening a core whose launch is at the limits").map(drop)
+            open_written(&bounds::launch_at_limits(), "opening a core whose launch is at the limits").map(drop)
         }),
         Case::new("cpu/format/golden-v1-read", "format-compatibility", |_| {
             let dir =
