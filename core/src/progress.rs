@@ -34,19 +34,16 @@ pub enum Unit {
 }
 
 impl Unit {
-    fn amount(self, n: u64) -> String {
-        match self {
-            Unit::Bytes => ByteSize(n).display().iec().to_string(),
-            Unit::Items(_) => n.to_string(),
-        }
-    }
-
     fn of(self, done: u64, total: u64) -> String {
         match self {
-            Unit::Bytes => format!("{} of {}", self.amount(done), self.amount(total)),
+            Unit::Bytes => format!("{} of {}", bytes(done), bytes(total)),
             Unit::Items(name) => format!("{done} of {total} {name}"),
         }
     }
+}
+
+fn bytes(n: u64) -> String {
+    ByteSize(n).display().iec().to_string()
 }
 
 /// One stage's progress: `advance` as work is done, `finish` at its end.
@@ -153,8 +150,8 @@ impl Said {
         let seconds = elapsed.as_secs_f64();
         match self.unit {
             Unit::Bytes => {
-                let rate = ByteSize((self.done as f64 / seconds.max(1e-9)) as u64).display().iec();
-                format!("gnomon: {} {} in {seconds:.1} s ({rate}/s)", self.stage, self.unit.amount(self.done))
+                let rate = bytes((self.done as f64 / seconds.max(1e-9)) as u64);
+                format!("gnomon: {} {} in {seconds:.1} s ({rate}/s)", self.stage, bytes(self.done))
             }
             Unit::Items(name) => format!("gnomon: {} {} {name} in {seconds:.1} s", self.stage, self.done),
         }
