@@ -113,18 +113,19 @@ impl Exporter {
         }
         let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(gnomon_format::errors::ValidationError::from)?;
         let spans = plan(a.size, cap).map_err(gnomon_format::errors::ValidationError::from)?;
-        let shards: Vec<Shard> = spans
+        let shards: Vec<(Shard, u64)> = spans
             .into_iter()
             .map(|s| {
                 let file = format!("shards/{:04}.bin", s.index);
-                Shard { index: s.index, offset: s.offset, size: s.size, file, sha256: None, chunks: None }
+                let shard = Shard { index: s.index, offset: s.offset, size: s.size, file, sha256: None, chunks: None };
+                let stored = self.manifest.stored_len(&shard);
+                (shard, stored)
             })
             .collect();
-        let stored = shards.iter().map(|s| self.manifest.stored_len(s)).sum();
+        let stored = shards.iter().map(|(_, stored)| stored).sum();
         let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
-        for mut shard in shards {
+        for (mut shard, total) in shards {
             let ranges = self.manifest.stored_ranges(&shard);
-            let total = self.manifest.stored_len(&shard);
             let mut digester = ShardDigester::new(self.manifest.format.version);
             self.writer.write_chunks(&shard.file, total, SNAPSHOT_CHUNK, &mut digester, |at, len| {
                 let mut bytes = Vec::with_capacity(len as usize);
