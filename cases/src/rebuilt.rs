@@ -11,6 +11,7 @@ use gnomon_format::{EdgeKind, Function, FunctionAttributes, LaunchAttributes, Ma
 use gnomon_core::{
     cuda::{NodeKind, RetainedGraph},
     replay::Functions,
+    translate::{edge_kind, function_attributes, param_slots, recorded_launch},
 };
 
 /// A node as compared: a kernel node by what the driver launches, another by its kind.
@@ -84,7 +85,7 @@ impl<'m> Recorded<'m> {
             let function = loaded
                 .get(&(k.module.clone(), k.function.clone()))
                 .ok_or_else(|| format!("template `{}` node `{}`: `{}` was not loaded", t.name, node.id, k.function))?;
-            let read = function.attributes().map_err(|e| format!("read `{}`'s attributes: {e}", k.function))?;
+            let read = function_attributes(function).map_err(|e| format!("read `{}`'s attributes: {e}", k.function))?;
             if !covers(&read, &recorded) {
                 return Err(format!(
                     "template `{}` node `{}`: function `{}` was recorded with {recorded:?}, the driver reports {read:?} after the rebuild",
@@ -125,8 +126,8 @@ fn rebuilt_shape(kind: &NodeKind) -> Shape {
             grid: *grid,
             block: *block,
             shared_mem: *shared_mem,
-            layout: layout.clone(),
-            launch: *launch,
+            layout: param_slots(layout),
+            launch: recorded_launch(launch),
         },
         NodeKind::Memset { .. } => Shape::Other("memset".into()),
         NodeKind::Memcpy { .. } => Shape::Other("memcpy".into()),
@@ -173,7 +174,7 @@ fn same_edges(t: &Template, graph: &RetainedGraph, captured: &[Shape], rebuilt: 
     let names: HashMap<&str, &str> = t.nodes.iter().zip(captured).map(|(n, s)| (n.id.as_str(), name_of(s))).collect();
     let edges = graph.edges().map_err(|e| format!("read back the edges of `{}`: {e}", t.name))?;
     let mut unmatched: Vec<Option<(&str, &str, EdgeKind)>> =
-        edges.into_iter().map(|(f, to, kind)| Some((name_of(&rebuilt[f.0]), name_of(&rebuilt[to.0]), kind))).collect();
+        edges.into_iter().map(|(f, to, d)| Some((name_of(&rebuilt[f.0]), name_of(&rebuilt[to.0]), edge_kind(d)))).collect();
     if unmatched.len() != t.edges.len() {
         return Err(format!("template `{}`: {} edges captured, {} rebuilt", t.name, t.edges.len(), unmatched.len()));
     }
@@ -210,6 +211,8 @@ fn covers(read: &FunctionAttributes, recorded: &FunctionAttributes) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use gnomon_core::{cuda::ParamInfo, translate::kernel_attributes};
+
     use super::*;
 
     /// The sample v2 core's first template as a faithful rebuild reads back: one node
@@ -223,8 +226,8 @@ mod tests {
                 block: k.block,
                 shared_mem: k.shared_mem_bytes,
                 params: k.params.clone(),
-                layout: recorded.function(&k.module, &k.function).unwrap().params.clone(),
-                launch: k.launch,
+                layout: recorded.function(&k.module, &k.function).unwrap().params.iter().map(info).collect(),
+                launch: kernel_attributes(&k.launch),
             },
             NodeOp::Memset(s) => {
                 NodeKind::Memset { dst: 0, value: s.value, element_size: s.element_size, count: s.count }
@@ -234,6 +237,10 @@ mod tests {
             other => NodeKind::Other(other.kind().into()),
         };
         t.nodes.iter().rev().map(|n| kind(&n.op)).collect()
+    }
+
+    fn info(slot: &ParamSlot) -> ParamInfo {
+        ParamInfo { offset: slot.offset, size: slot.size }
     }
 
     /// [`same_nodes`] of `t` against `read`, as [`Recorded::template_restored`] calls it.

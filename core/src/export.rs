@@ -17,6 +17,7 @@ use crate::{
     cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, RetainedGraph},
     errors::ExportError,
     progress::{Progress, Unit},
+    translate,
 };
 
 /// Bytes read back from the device and written per step of a snapshot.
@@ -68,7 +69,8 @@ impl Exporter {
             let file = format!("modules/{}.{extension}", m.id);
             let sha256 = writer.write_file(&file, &m.image)?;
             let function = |f: &crate::cuda::Function| {
-                Ok(Function { name: f.name().into(), params: f.layout().to_vec(), attributes: f.attributes()? })
+                let attributes = translate::function_attributes(f)?;
+                Ok(Function { name: f.name().into(), params: translate::param_slots(f.layout()), attributes })
             };
             let functions = m.functions.iter().map(function).collect::<Result<_, ExportError>>()?;
             for f in &m.functions {
@@ -190,7 +192,9 @@ impl Exporter {
             .into_iter()
             .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.id, n.kind, &module_of)? }))
             .collect::<Result<Vec<_>, ExportError>>()?;
-        let edge = |(f, t, kind): (NodeId, NodeId, _)| Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind };
+        let edge = |(f, t, d): (NodeId, NodeId, _)| {
+            Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind: translate::edge_kind(d) }
+        };
         let edges = graph.edges()?.into_iter().map(edge).collect();
         Ok(Template { name: name.into(), flags, nodes, edges, capture_order: ids })
     }
@@ -237,7 +241,7 @@ impl Exporter {
             NodeKind::Kernel { function, grid, block, shared_mem, params, layout, launch } => {
                 let module = module_of(id, &function)
                     .ok_or_else(|| fail(format!("function `{function}` is in no exported module")))?;
-                let pointers = self.pointer_params(&layout, &params);
+                let pointers = self.pointer_params(&translate::param_slots(&layout), &params);
                 NodeOp::Kernel(KernelNode {
                     module,
                     function,
@@ -246,7 +250,7 @@ impl Exporter {
                     shared_mem_bytes: shared_mem,
                     params,
                     pointers,
-                    launch,
+                    launch: translate::recorded_launch(&launch),
                 })
             }
             NodeKind::Memset { dst, value, element_size, count } => NodeOp::Memset(MemsetNode {

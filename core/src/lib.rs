@@ -2,7 +2,9 @@
 //! templates as a core, replaying a core natively, recording the images the driver loads,
 //! the ranks' rendezvous, and the other processes on a GPU.
 //!
-//! - [`cuda`]: the only module that talks to the driver.
+//! - [`cuda`]: the only module that talks to the driver, in the driver's terms.
+//! - [`translate`]: the format's terms in the driver's, both ways (attributes, edges,
+//!   parameter slots, the flags contract at instantiation).
 //! - [`record`]: the images the driver loads, heard from CUPTI (its own `unsafe` room).
 //! - [`export`]: retained templates and their arena written as a core.
 //! - [`replay`]: a core restored and its executables launched, stage by stage.
@@ -19,3 +21,4 @@ pub mod record;
 pub mod rendezvous;
 pub mod replay;
 pub mod sharing;
+pub mod translate;

@@ -17,7 +17,8 @@ pub trait GraphTemplate {
 /// An instantiated executable (`CUgraphExec`), as replay sees it.
 pub trait GraphExecutable {
     fn template_name(&self) -> &str;
-    fn flags(&self) -> InstantiateFlags;
+    /// The flags it was instantiated with, as the driver was given them.
+    fn flags(&self) -> u64;
 }
 
 /// What export writes: templates with the flags to instantiate them with.
@@ -69,11 +70,11 @@ impl<E: GraphExecutable> ReplayPlan<E> {
             let exec = by_name
                 .remove(template)
                 .ok_or_else(|| ContractError::MissingExecutable { template: template.into() })?;
-            if exec.flags().bits() != flags {
+            if exec.flags() != flags {
                 return Err(ContractError::FlagsDiffer {
                     template: template.into(),
                     recorded: flags,
-                    executable: exec.flags().bits(),
+                    executable: exec.flags(),
                 });
             }
             ordered.push(exec);

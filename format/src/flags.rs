@@ -47,7 +47,7 @@ fn bit_name(bit: u64) -> &'static str {
 /// A live executable as a flags source: what it was instantiated with, and what the
 /// driver reports for it now.
 pub trait ReportsFlags {
-    fn instantiated_flags(&self) -> InstantiateFlags;
+    fn instantiated_flags(&self) -> u64;
     fn reported_flags(&self) -> u64;
 }
 
@@ -69,7 +69,7 @@ pub fn resolve(
         (None, None) => Err(FlagsError::NoSource),
         (Some(value), None) => Ok((InstantiateFlags::new(value)?, FlagsOrigin::Explicit)),
         (None, Some(exec)) => {
-            let instantiated = exec.instantiated_flags().bits();
+            let instantiated = exec.instantiated_flags();
             let reported = exec.reported_flags();
             if reported != instantiated {
                 return Err(FlagsError::ReadbackMismatch { instantiated, reported });

@@ -4,23 +4,25 @@
 
 use crate::{errors::ParamError, ParamSlot};
 
-/// A parameter blob being filled in.
+/// A parameter blob being filled in, over a layout of the format's slots or of any
+/// other type that says the same (the driver layer's own).
 #[derive(Clone, Debug)]
-pub struct ParamBlob<'l> {
-    layout: &'l [ParamSlot],
+pub struct ParamBlob<'l, S = ParamSlot> {
+    layout: &'l [S],
     bytes: Vec<u8>,
 }
 
-impl<'l> ParamBlob<'l> {
+impl<'l, S: Copy + Into<ParamSlot>> ParamBlob<'l, S> {
     /// A zeroed blob as long as the layout needs.
-    pub fn new(layout: &'l [ParamSlot]) -> Self {
-        let len = layout.iter().map(|p| p.offset + p.size).max().unwrap_or(0);
+    pub fn new(layout: &'l [S]) -> Self {
+        let len = layout.iter().map(|&p| p.into()).map(|p: ParamSlot| p.offset + p.size).max().unwrap_or(0);
         Self { layout, bytes: vec![0; len as usize] }
     }
 
     /// Places `value` in slot `index`.
     pub fn set(mut self, index: usize, value: &[u8]) -> Result<Self, ParamError> {
-        let slot = self.layout.get(index).ok_or(ParamError::NoSuchParam { index, count: self.layout.len() })?;
+        let slot: ParamSlot =
+            (*self.layout.get(index).ok_or(ParamError::NoSuchParam { index, count: self.layout.len() })?).into();
         if slot.size != value.len() as u64 {
             return Err(ParamError::SizeMismatch { index, slot: slot.size, given: value.len() });
         }

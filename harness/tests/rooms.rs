@@ -123,3 +123,18 @@ fn the_format_crate_tests_on_no_gpu_crate() {
     assert!(gpu.is_empty(), "gnomon-format's tests build on {gpu:?}");
     assert!(tree_with_tests("gnomon-cases").contains("cudarc"));
 }
+
+/// `core/src/cuda/` speaks the driver's terms only: the format's types are translated to
+/// and from them in `core/src/translate.rs`, so no file of the driver layer names the format.
+#[test]
+fn the_driver_layer_names_no_format_type() {
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../core/src/cuda"));
+    let mut read = 0;
+    for entry in std::fs::read_dir(dir).expect("core/src/cuda is a folder") {
+        let path = entry.expect("a readable entry").path();
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        assert!(!text.contains("gnomon_format"), "{} names the format crate", path.display());
+        read += 1;
+    }
+    assert!(read >= 5, "read {read} files of the driver layer");
+}

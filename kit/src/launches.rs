@@ -23,6 +23,7 @@ use gnomon_core::{
     export::Exporter,
     progress::{Progress, Unit},
     replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
+    translate::Instantiate,
 };
 use serde::Serialize;
 

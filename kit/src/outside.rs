@@ -20,7 +20,10 @@ use std::ops::Range;
 
 use gnomon_format::{spread::DEFAULT_MARGIN, Expectation};
 
-use gnomon_core::cuda::{GraphExec, NodeInfo, NodeKind, RetainedGraph};
+use gnomon_core::{
+    cuda::{GraphExec, NodeInfo, NodeKind, RetainedGraph},
+    translate::{param_slots, Instantiate},
+};
 use serde::Serialize;
 
 use crate::{errors::KitError, launches::Launcher};
@@ -167,7 +170,7 @@ fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u6
     let within = |address: u64| outside.iter().find(|b| b.range.contains(&address));
     match kind {
         NodeKind::Kernel { function, params, layout, .. } => {
-            gnomon_format::params::words(layout, params).find_map(|(param, at, word)| {
+            gnomon_format::params::words(&param_slots(layout), params).find_map(|(param, at, word)| {
                 let place = if at == 0 { String::new() } else { format!(" (byte {at})") };
                 within(word).map(|b| (format!("kernel `{function}` parameter {param}{place}"), word, b))
             })
@@ -182,7 +185,7 @@ fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u6
 
 #[cfg(test)]
 mod tests {
-    use gnomon_format::{LaunchAttributes, ParamSlot};
+    use gnomon_core::cuda::{KernelAttributes, ParamInfo};
 
     use super::*;
 
@@ -191,11 +194,11 @@ mod tests {
     }
 
     fn kernel(words: &[u64]) -> NodeKind {
-        let layout = (0..words.len() as u64).map(|i| ParamSlot { offset: 8 * i, size: 8 }).collect();
+        let layout = (0..words.len() as u64).map(|i| ParamInfo { offset: 8 * i, size: 8 }).collect();
         let params = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let (grid, block) = ([1; 3], [32, 1, 1]);
         let function = "vectorized_elementwise_kernel".into();
-        NodeKind::Kernel { function, grid, block, shared_mem: 0, params, layout, launch: LaunchAttributes::default() }
+        NodeKind::Kernel { function, grid, block, shared_mem: 0, params, layout, launch: KernelAttributes::default() }
     }
 
     #[test]

@@ -8,7 +8,10 @@ use gnomon_format::{
     params::{slot_value, ParamBlob},
 };
 
-use gnomon_core::cuda::{CudaError, Event, NodeKind, Stream};
+use gnomon_core::{
+    cuda::{CudaError, Event, NodeKind, Stream},
+    translate::param_slots,
+};
 use gnomon_fixtures::{capture::fork_join, kernels::ELEMENTWISE};
 
 use super::Gpu;
@@ -57,7 +60,7 @@ pub fn cases() -> Vec<Case> {
         // Each `mark` node's slot parameter is its launch position: the model's node index.
         let launch_index = |kind: &NodeKind| match kind {
             NodeKind::Kernel { params, layout, .. } => {
-                slot_value(layout, params, 1).map(|v| i32::from_le_bytes(v.try_into().expect("int slot")) as usize)
+                slot_value(&param_slots(layout), params, 1).map(|v| i32::from_le_bytes(v.try_into().expect("int slot")) as usize)
             }
             _ => None,
         };

@@ -3,10 +3,13 @@
 
 use gnomon_format::{
     errors::FlagsError,
-    flags::{resolve, ReportsFlags},
+    flags::resolve,
 };
 
-use gnomon_core::cuda::{live_executables, CudaError};
+use gnomon_core::{
+    cuda::{live_executables, CudaError},
+    translate::Instantiate,
+};
 
 use super::{Chain, Gpu};
 use crate::{accepted, ensure, refused, Case};

@@ -4,7 +4,10 @@
 
 use gnomon_format::{errors::ParamError, params::ParamBlob};
 
-use gnomon_core::cuda::{Function, RetainedGraph};
+use gnomon_core::{
+    cuda::{Function, RetainedGraph},
+    translate::{param_slots, Instantiate},
+};
 use gnomon_fixtures::{
     kernels::{gemm_shape, KernelSource, GEMM, LAYOUTS},
     reference::{from_bytes, gemm, max_abs_diff, pattern, to_bytes},
@@ -140,7 +143,7 @@ fn run(f: &LayoutFixture, ctx: &mut Ctx) -> Result<(), Verdict> {
     upload(&b, gemm_b())?;
     let inputs = Inputs { out: out.ptr(), a: a.ptr(), b: b.ptr() };
     let params =
-        (f.params)(function.layout(), &inputs).map_err(|e| Verdict::Blocked(format!("fixture parameters: {e}")))?;
+        (f.params)(&param_slots(function.layout()), &inputs).map_err(|e| Verdict::Blocked(format!("fixture parameters: {e}")))?;
     ctx.metric("param-count", function.layout().len() as f64, "1");
     ctx.metric("param-bytes", params.len() as f64, "B");
 

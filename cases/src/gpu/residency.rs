@@ -1,7 +1,10 @@
 //! `gpu/retained-capture/`: capturing a catalogue into retained templates creates no
 //! executable and holds no device memory for one; instantiating it does.
 
-use gnomon_core::cuda::{live_executables, RetainedGraph};
+use gnomon_core::{
+    cuda::{live_executables, RetainedGraph},
+    translate::Instantiate,
+};
 
 use super::{Chain, Gpu};
 use crate::{accepted, ensure, Case, Verdict};

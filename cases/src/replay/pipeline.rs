@@ -20,6 +20,7 @@ use gnomon_core::{
     errors::ReplayError,
     export::{Exporter, ModuleImage},
     replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
+    translate::{set_function_attributes, Instantiate},
 };
 use gnomon_fixtures::{
     kernels::FILL,
@@ -254,7 +255,7 @@ pub(super) fn session_over(
     }
     for (name, attributes) in w.function_attributes() {
         let f = functions.get(name).ok_or_else(|| Verdict::Blocked(format!("fixture: no function `{name}`")))?;
-        f.set_attributes(&attributes).map_err(blocked("set the fixture's function attributes"))?;
+        set_function_attributes(f, &attributes).map_err(blocked("set the fixture's function attributes"))?;
     }
     let forks = (0..2).map(|_| ctx.stream()).collect::<Result<_, _>>().map_err(blocked("create stream"))?;
     let events = (0..3).map(|_| ctx.event()).collect::<Result<_, _>>().map_err(blocked("create event"))?;

@@ -18,6 +18,7 @@ use gnomon_core::{
     cuda::{Context, RetainedGraph},
     export::Exporter,
     replay::{map_own_range, LoadedState},
+    translate::Instantiate,
 };
 use gnomon_fixtures::workloads::{allreduce::AllReduceRank, Contents, Workload};
 

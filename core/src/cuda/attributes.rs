@@ -1,125 +1,141 @@
-//! Function attributes, kernel-node launch attributes and typed edges: read from the
-//! driver at export, restored at replay, given to `cuLaunchKernelEx` by fixtures. Each is
-//! converted between the format's types and the driver's in one place.
+//! Function attributes, kernel launch attributes and dependency types in the driver's own
+//! terms: read from a function or a node, set on one, given to `cuLaunchKernelEx`. What
+//! the format records of them is `crate::translate`'s business.
 
 use cudarc::driver::sys::{self, CUlaunchAttributeID as Id};
 
 use super::{check, Result};
 use crate::errors::CudaError;
-use gnomon_format::{ClusterScheduling, EdgeKind, FunctionAttributes, LaunchAttributes, MemSyncDomain};
 
 use sys::CUfunction_attribute as F;
 
-fn get_function(f: sys::CUfunction, attribute: F) -> Result<i32> {
+/// A function attribute the harness reads or sets (`CUfunction_attribute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionAttribute {
+    MaxDynamicSharedSizeBytes,
+    PreferredSharedMemoryCarveout,
+    RequiredClusterWidth,
+    RequiredClusterHeight,
+    RequiredClusterDepth,
+    NonPortableClusterSizeAllowed,
+    ClusterSchedulingPolicyPreference,
+}
+
+impl FunctionAttribute {
+    fn raw(self) -> F {
+        match self {
+            Self::MaxDynamicSharedSizeBytes => F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            Self::PreferredSharedMemoryCarveout => F::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            Self::RequiredClusterWidth => F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+            Self::RequiredClusterHeight => F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+            Self::RequiredClusterDepth => F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,
+            Self::NonPortableClusterSizeAllowed => F::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+            Self::ClusterSchedulingPolicyPreference => F::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+        }
+    }
+
+    /// The driver's name in kebab case, for errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MaxDynamicSharedSizeBytes => "max-dynamic-shared-size-bytes",
+            Self::PreferredSharedMemoryCarveout => "preferred-shared-memory-carveout",
+            Self::RequiredClusterWidth => "required-cluster-width",
+            Self::RequiredClusterHeight => "required-cluster-height",
+            Self::RequiredClusterDepth => "required-cluster-depth",
+            Self::NonPortableClusterSizeAllowed => "non-portable-cluster-size-allowed",
+            Self::ClusterSchedulingPolicyPreference => "cluster-scheduling-policy-preference",
+        }
+    }
+}
+
+pub(super) fn get_function(f: sys::CUfunction, attribute: FunctionAttribute) -> Result<i32> {
     let mut value = 0;
     // SAFETY: `f` is a live function; writes one int.
-    check("cuFuncGetAttribute", unsafe { sys::cuFuncGetAttribute(&mut value, attribute, f) })?;
+    check("cuFuncGetAttribute", unsafe { sys::cuFuncGetAttribute(&mut value, attribute.raw(), f) })?;
     Ok(value)
 }
 
-/// What the driver reports for a function: the dynamic shared memory it allows always,
-/// the others where they differ from the driver's default.
-pub(super) fn function_attributes(f: sys::CUfunction) -> Result<FunctionAttributes> {
-    let mut cluster = [0u32; 3];
-    let dims = [
-        F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
-        F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
-        F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,
-    ];
-    for (dim, attribute) in cluster.iter_mut().zip(dims) {
-        *dim = get_function(f, attribute)? as u32;
-    }
-    let carveout = get_function(f, F::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)?;
-    let non_portable = get_function(f, F::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)?;
-    let scheduling = get_function(f, F::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)?;
-    Ok(FunctionAttributes {
-        max_dynamic_shared_size_bytes: Some(get_function(f, F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)? as u32),
-        preferred_shared_memory_carveout: (carveout != -1).then_some(carveout),
-        required_cluster_dim: (cluster != [0; 3]).then_some(cluster),
-        non_portable_cluster_size_allowed: (non_portable != 0).then_some(true),
-        cluster_scheduling_policy: (scheduling != 0).then(|| scheduling_of(scheduling as u32)).transpose()?,
+pub(super) fn set_function(f: sys::CUfunction, function: &str, attribute: FunctionAttribute, value: i32) -> Result<()> {
+    // SAFETY: `f` is a live function.
+    let status = unsafe { sys::cuFuncSetAttribute(f, attribute.raw(), value) };
+    status.result().map_err(|e| CudaError::Attribute {
+        call: "cuFuncSetAttribute",
+        target: format!("function `{function}`"),
+        attribute: attribute.name(),
+        value: value.to_string(),
+        code: super::describe(e),
     })
 }
 
-/// Sets every recorded attribute whose value the driver does not already report (a
-/// cluster shape compiled into the kernel cannot be set again, only matched).
-pub(super) fn set_function_attributes(f: sys::CUfunction, function: &str, a: &FunctionAttributes) -> Result<()> {
-    let cluster = a.required_cluster_dim.unwrap_or([0; 3]);
-    let wanted = [
-        (
-            F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            "max-dynamic-shared-size-bytes",
-            a.max_dynamic_shared_size_bytes.map(|v| v as i32),
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            "preferred-shared-memory-carveout",
-            a.preferred_shared_memory_carveout,
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
-            "required-cluster-dim",
-            a.required_cluster_dim.map(|_| cluster[0] as i32),
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
-            "required-cluster-dim",
-            a.required_cluster_dim.map(|_| cluster[1] as i32),
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,
-            "required-cluster-dim",
-            a.required_cluster_dim.map(|_| cluster[2] as i32),
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-            "non-portable-cluster-size-allowed",
-            a.non_portable_cluster_size_allowed.map(i32::from),
-        ),
-        (
-            F::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
-            "cluster-scheduling-policy",
-            a.cluster_scheduling_policy.map(|p| scheduling_value(p) as i32),
-        ),
-    ];
-    for (attribute, name, value) in wanted {
-        let Some(value) = value else { continue };
-        if get_function(f, attribute)? == value {
-            continue;
+/// `CUclusterSchedulingPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulingPolicy {
+    Default,
+    Spread,
+    LoadBalancing,
+}
+
+impl SchedulingPolicy {
+    /// The policy of a value the driver reports (a function attribute's int, a launch
+    /// attribute's enum).
+    pub fn from_value(value: u32) -> Result<Self> {
+        match value {
+            0 => Ok(Self::Default),
+            1 => Ok(Self::Spread),
+            2 => Ok(Self::LoadBalancing),
+            other => Err(CudaError::Unsupported(format!("cluster scheduling policy {other} is not one CUDA 13 names"))),
         }
-        // SAFETY: `f` is a live function.
-        let status = unsafe { sys::cuFuncSetAttribute(f, attribute, value) };
-        status.result().map_err(|e| CudaError::Attribute {
-            call: "cuFuncSetAttribute",
-            target: format!("function `{function}`"),
-            attribute: name,
-            value: value.to_string(),
-            code: super::describe(e),
-        })?;
     }
-    Ok(())
-}
 
-fn scheduling_of(value: u32) -> Result<ClusterScheduling> {
-    match value {
-        0 => Ok(ClusterScheduling::Default),
-        1 => Ok(ClusterScheduling::Spread),
-        2 => Ok(ClusterScheduling::LoadBalancing),
-        other => Err(CudaError::Unsupported(format!("cluster scheduling policy {other} has no name in format v2"))),
+    pub fn value(self) -> u32 {
+        self.raw() as u32
+    }
+
+    fn raw(self) -> sys::CUclusterSchedulingPolicy {
+        use sys::CUclusterSchedulingPolicy as P;
+        match self {
+            Self::Default => P::CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
+            Self::Spread => P::CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
+            Self::LoadBalancing => P::CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING,
+        }
     }
 }
 
-fn scheduling_value(p: ClusterScheduling) -> u32 {
-    scheduling_policy(p) as u32
+/// `CUlaunchMemSyncDomain`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncDomain {
+    Default,
+    Remote,
 }
 
-fn scheduling_policy(p: ClusterScheduling) -> sys::CUclusterSchedulingPolicy {
-    use sys::CUclusterSchedulingPolicy as P;
-    match p {
-        ClusterScheduling::Default => P::CU_CLUSTER_SCHEDULING_POLICY_DEFAULT,
-        ClusterScheduling::Spread => P::CU_CLUSTER_SCHEDULING_POLICY_SPREAD,
-        ClusterScheduling::LoadBalancing => P::CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING,
+impl SyncDomain {
+    fn raw(self) -> sys::CUlaunchMemSyncDomain {
+        use sys::CUlaunchMemSyncDomain as D;
+        match self {
+            Self::Default => D::CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
+            Self::Remote => D::CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE,
+        }
     }
+
+    fn from_value(value: u32) -> Result<Self> {
+        match value {
+            0 => Ok(Self::Default),
+            1 => Ok(Self::Remote),
+            other => Err(CudaError::Unsupported(format!("memory sync domain {other} is not one CUDA 13 names"))),
+        }
+    }
+}
+
+/// The launch attributes of a kernel launch or kernel node (`CUlaunchAttribute`) that the
+/// harness sets or reads: `None` leaves the driver's default. A node read back has every
+/// one set, to what the driver reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelAttributes {
+    pub priority: Option<i32>,
+    pub cluster_dim: Option<[u32; 3]>,
+    pub cluster_scheduling: Option<SchedulingPolicy>,
+    pub cooperative: Option<bool>,
+    pub mem_sync_domain: Option<SyncDomain>,
 }
 
 /// A launch attribute value with one member set and every other byte zero.
@@ -130,8 +146,7 @@ fn value(set: impl FnOnce(&mut sys::CUlaunchAttributeValue)) -> sys::CUlaunchAtt
     value
 }
 
-/// One recorded launch attribute: the driver's id and value, and the format's name and
-/// spelling of the value, for errors.
+/// One attribute to set: the driver's id and value, and its name and value, for errors.
 struct LaunchValue {
     id: Id,
     name: &'static str,
@@ -139,25 +154,20 @@ struct LaunchValue {
     value: sys::CUlaunchAttributeValue,
 }
 
-fn launch_values(a: &LaunchAttributes) -> Vec<LaunchValue> {
-    use sys::CUlaunchMemSyncDomain as D;
+fn launch_values(a: &KernelAttributes) -> Vec<LaunchValue> {
     let one = |id, name, shown: String, value| LaunchValue { id, name, shown, value };
     let mut values = Vec::new();
     if let Some(priority) = a.priority {
-        values.push(one(
-            Id::CU_LAUNCH_ATTRIBUTE_PRIORITY,
-            "priority",
-            priority.to_string(),
-            value(|v| v.priority = priority),
-        ));
+        let set = value(|v| v.priority = priority);
+        values.push(one(Id::CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", priority.to_string(), set));
     }
     if let Some([x, y, z]) = a.cluster_dim {
         let dim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z };
         let set = value(|v| v.clusterDim = dim);
         values.push(one(Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster-dim", format!("{:?}", [x, y, z]), set));
     }
-    if let Some(p) = a.cluster_scheduling_policy {
-        let set = value(|v| v.clusterSchedulingPolicyPreference = scheduling_policy(p));
+    if let Some(p) = a.cluster_scheduling {
+        let set = value(|v| v.clusterSchedulingPolicyPreference = p.raw());
         let id = Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
         values.push(one(id, "cluster-scheduling-policy", format!("{p:?}"), set));
     }
@@ -166,11 +176,7 @@ fn launch_values(a: &LaunchAttributes) -> Vec<LaunchValue> {
         values.push(one(Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative", cooperative.to_string(), set));
     }
     if let Some(domain) = a.mem_sync_domain {
-        let driver = match domain {
-            MemSyncDomain::Default => D::CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
-            MemSyncDomain::Remote => D::CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE,
-        };
-        let set = value(|v| v.memSyncDomain = driver);
+        let set = value(|v| v.memSyncDomain = domain.raw());
         values.push(one(Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "mem-sync-domain", format!("{domain:?}"), set));
     }
     values
@@ -178,15 +184,15 @@ fn launch_values(a: &LaunchAttributes) -> Vec<LaunchValue> {
 
 /// The attributes for `cuLaunchKernelEx`; `programmatic` lets the launch overlap the
 /// previous kernel on its stream (programmatic dependent launch).
-pub(super) fn launch_attribute_list(a: &LaunchAttributes, programmatic: bool) -> Vec<sys::CUlaunchAttribute> {
+pub(super) fn launch_attribute_list(a: &KernelAttributes, programmatic: bool) -> Vec<sys::CUlaunchAttribute> {
     let serialization = value(|v| v.programmaticStreamSerializationAllowed = 1);
     let extra = programmatic.then_some((Id::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, serialization));
     let recorded = launch_values(a).into_iter().map(|v| (v.id, v.value));
     recorded.chain(extra).map(|(id, value)| sys::CUlaunchAttribute { id, pad: [0; 4], value }).collect()
 }
 
-/// A kernel node's launch attributes, each where it differs from the driver's default.
-pub(super) fn node_launch_attributes(node: sys::CUgraphNode) -> Result<LaunchAttributes> {
+/// Every launch attribute of a kernel node, as the driver reports it.
+pub(super) fn node_launch_attributes(node: sys::CUgraphNode) -> Result<KernelAttributes> {
     let get = |id: Id| {
         let mut read = value(|_| ());
         // SAFETY: `node` is a kernel node of a live graph; writes one union.
@@ -197,28 +203,23 @@ pub(super) fn node_launch_attributes(node: sys::CUgraphNode) -> Result<LaunchAtt
     let priority = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_PRIORITY)?.priority };
     let dim = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)?.clusterDim };
     let scheduling =
-        unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)?.clusterSchedulingPolicyPreference }
-            as u32;
+        unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)?.clusterSchedulingPolicyPreference };
     let cooperative = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE)?.cooperative };
-    let domain = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN)?.memSyncDomain } as u32;
-    let cluster = [dim.x, dim.y, dim.z];
-    let clustered = cluster != [0; 3] && cluster != [1; 3];
-    Ok(LaunchAttributes {
-        priority: (priority != 0).then_some(priority),
-        cluster_dim: clustered.then_some(cluster),
-        // Captured nodes report `spread` whether or not a cluster was asked for; the policy
-        // means something only with a cluster, so it is kept only with one.
-        cluster_scheduling_policy: clustered.then(|| scheduling_of(scheduling)).transpose()?,
-        cooperative: (cooperative != 0).then_some(true),
-        mem_sync_domain: (domain != 0).then_some(MemSyncDomain::Remote),
+    let domain = unsafe { get(Id::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN)?.memSyncDomain };
+    Ok(KernelAttributes {
+        priority: Some(priority),
+        cluster_dim: Some([dim.x, dim.y, dim.z]),
+        cluster_scheduling: Some(SchedulingPolicy::from_value(scheduling as u32)?),
+        cooperative: Some(cooperative != 0),
+        mem_sync_domain: Some(SyncDomain::from_value(domain as u32)?),
     })
 }
 
-/// Restores recorded launch attributes on a rebuilt kernel node.
+/// Sets launch attributes on a rebuilt kernel node.
 ///
 /// # Safety
 /// `node` must be a kernel node of a live graph used by this thread alone.
-pub(super) unsafe fn set_node_launch_attributes(node: sys::CUgraphNode, a: &LaunchAttributes) -> Result<()> {
+pub(super) unsafe fn set_node_launch_attributes(node: sys::CUgraphNode, a: &KernelAttributes) -> Result<()> {
     for LaunchValue { id, name, shown, value } in launch_values(a) {
         sys::cuGraphKernelNodeSetAttribute(node, id, &value).result().map_err(|e| CudaError::Attribute {
             call: "cuGraphKernelNodeSetAttribute",
@@ -231,23 +232,33 @@ pub(super) unsafe fn set_node_launch_attributes(node: sys::CUgraphNode, a: &Laun
     Ok(())
 }
 
-/// The format's kind of an edge the driver reports.
-pub(super) fn edge_kind(data: &sys::CUgraphEdgeData) -> Result<EdgeKind> {
+/// What a graph edge waits for (`CUgraphEdgeData`: its type and ports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dependency {
+    /// The upstream node completes (the default type and port).
+    Full,
+    /// A programmatic edge from the kernel port `PROGRAMMATIC`.
+    Programmatic,
+    /// A programmatic edge from the kernel port `LAUNCH_ORDER`.
+    LaunchOrder,
+}
+
+pub(super) fn dependency(data: &sys::CUgraphEdgeData) -> Result<Dependency> {
     match (data.type_ as u32, data.from_port as u32, data.to_port) {
-        (0, 0, 0) => Ok(EdgeKind::Full),
-        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0) => Ok(EdgeKind::Programmatic),
-        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, 0) => Ok(EdgeKind::LaunchOrder),
+        (0, 0, 0) => Ok(Dependency::Full),
+        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, 0) => Ok(Dependency::Programmatic),
+        (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, 0) => Ok(Dependency::LaunchOrder),
         (ty, from, to) => Err(CudaError::Unsupported(format!(
-            "an edge of type {ty} from port {from} to port {to} has no name in the format (docs/format-v3.md)"
+            "an edge of type {ty} from port {from} to port {to} is not a dependency Gnomon knows"
         ))),
     }
 }
 
-pub(super) fn edge_data(kind: EdgeKind) -> sys::CUgraphEdgeData {
-    let (type_, from_port) = match kind {
-        EdgeKind::Full => (0, sys::CU_GRAPH_KERNEL_NODE_PORT_DEFAULT),
-        EdgeKind::Programmatic => (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC),
-        EdgeKind::LaunchOrder => (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER),
+pub(super) fn edge_data(dependency: Dependency) -> sys::CUgraphEdgeData {
+    let (type_, from_port) = match dependency {
+        Dependency::Full => (0, sys::CU_GRAPH_KERNEL_NODE_PORT_DEFAULT),
+        Dependency::Programmatic => (1, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC),
+        Dependency::LaunchOrder => (1, sys::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER),
     };
     sys::CUgraphEdgeData { from_port: from_port as u8, to_port: 0, type_, reserved: [0; 5] }
 }

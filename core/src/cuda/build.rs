@@ -8,12 +8,12 @@ use std::{ptr, time::Instant};
 use cudarc::driver::sys;
 
 use super::{
+    attributes::edge_data,
     check,
     graph::{device_copy, instantiate_fed, wrap_in_order},
-    Context, Function, GraphExec, Result, RetainedGraph,
+    Context, Dependency, Function, GraphExec, KernelAttributes, Result, RetainedGraph,
 };
 use crate::errors::CudaError;
-use gnomon_format::{flags::InstantiateFlags, EdgeKind, LaunchAttributes};
 
 /// A kernel node: the function, launch shape, parameter bytes and launch attributes.
 #[derive(Clone, Copy)]
@@ -23,7 +23,7 @@ pub struct KernelSpec<'a> {
     pub block: [u32; 3],
     pub shared_mem: u32,
     params: &'a [u8],
-    pub launch: LaunchAttributes,
+    pub launch: KernelAttributes,
 }
 
 impl<'a> KernelSpec<'a> {
@@ -36,10 +36,10 @@ impl<'a> KernelSpec<'a> {
         params: &'a [u8],
     ) -> Result<Self> {
         function.check_param_len(params)?;
-        Ok(Self { function, grid, block, shared_mem, params, launch: LaunchAttributes::default() })
+        Ok(Self { function, grid, block, shared_mem, params, launch: KernelAttributes::default() })
     }
 
-    pub fn with_launch(self, launch: LaunchAttributes) -> Self {
+    pub fn with_launch(self, launch: KernelAttributes) -> Self {
         Self { launch, ..self }
     }
 }
@@ -54,12 +54,12 @@ pub enum NodeSpec<'a> {
 }
 
 /// A template to build: nodes in an order where every dependency comes first, each with
-/// the positions of the nodes it fully depends on, and the typed edges `(from, to,
-/// kind)` added once every node exists.
+/// the positions of the nodes it fully depends on, and the other edges `(from, to,
+/// dependency)` added once every node exists.
 #[derive(Default)]
 pub struct GraphSpec<'a> {
     pub nodes: Vec<(NodeSpec<'a>, Vec<usize>)>,
-    pub typed_edges: Vec<(usize, usize, EdgeKind)>,
+    pub typed_edges: Vec<(usize, usize, Dependency)>,
 }
 
 /// The node of the graph that the driver refused, by position in `build_all`'s input.
@@ -115,7 +115,8 @@ pub enum Overlap {
 }
 
 /// As [`build_all`], and each graph goes, when `overlap` says, to one of `threads` other
-/// threads that instantiates it with `flags[i]`.
+/// threads that instantiates it with `flags[i]`, as given (the flags contract is applied
+/// above this module, in `crate::translate`).
 ///
 /// # Safety
 /// As [`build_all`].
@@ -126,9 +127,7 @@ pub unsafe fn build_and_instantiate(
     flags: &[u64],
     (overlap, threads): (Overlap, usize),
 ) -> std::result::Result<Ready, ReadyFailure> {
-    let checked = flags.iter().map(|&f| InstantiateFlags::new(f)).collect::<std::result::Result<Vec<_>, _>>();
-    let checked = checked.map_err(CudaError::from).and_then(|f| ctx.settle().map(|_| f));
-    let checked = checked.map_err(ReadyFailure::Instantiate)?;
+    ctx.settle().map_err(ReadyFailure::Instantiate)?;
     let started = Instant::now();
     let (mut graphs, mut functions) = (Vec::with_capacity(specs.len()), functions.into_iter());
     let (built, made) = instantiate_fed(ctx, threads.clamp(1, specs.len().max(1)), |submit| {
@@ -143,7 +142,7 @@ pub unsafe fn build_and_instantiate(
                 // From here until the threads are joined, only the instantiating thread uses it.
                 Ok((raw, nodes)) => {
                     match overlap {
-                        Overlap::WhileBuilding => submit(graph, raw, checked[graph].bits()),
+                        Overlap::WhileBuilding => submit(graph, raw, flags[graph]),
                         Overlap::AfterBuilding => held_back.push((graph, raw)),
                     }
                     let used = functions.next().expect("functions for every graph");
@@ -156,12 +155,12 @@ pub unsafe fn build_and_instantiate(
         };
         while step() {}
         let built_s = started.elapsed().as_secs_f64();
-        held_back.into_iter().for_each(|(graph, raw)| submit(graph, raw, checked[graph].bits()));
+        held_back.into_iter().for_each(|(graph, raw)| submit(graph, raw, flags[graph]));
         failure.map_or(Ok((built_s, building_s)), Err)
     });
     // Executables made before a build failed are destroyed here, with the error.
     let held: Vec<&RetainedGraph> = graphs.iter().collect();
-    let execs = wrap_in_order(&held, &checked, made);
+    let execs = wrap_in_order(&held, flags, made);
     built.map_err(ReadyFailure::Build).and_then(|(built_s, building_s)| {
         let execs = execs.map_err(ReadyFailure::Instantiate)?;
         Ok(Ready { graphs, execs, built_s, building_s })
@@ -190,8 +189,8 @@ fn build_raw(
             }
         }
     }
-    for &(from, to, kind) in &spec.typed_edges {
-        let data = super::attributes::edge_data(kind);
+    for &(from, to, dependency) in &spec.typed_edges {
+        let data = edge_data(dependency);
         // SAFETY: both nodes belong to `graph`, which this call alone holds.
         let added = check("cuGraphAddDependencies", unsafe {
             sys::cuGraphAddDependencies_v2(graph, &nodes[from], &nodes[to], &data, 1)

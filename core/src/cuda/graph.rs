@@ -1,6 +1,7 @@
 //! Graph templates and executables. Only capture or explicit construction makes a
-//! [`RetainedGraph`]; only [`RetainedGraph::instantiate`] and the threads of
-//! [`instantiate_fed`] (for `build::build_and_instantiate`) make a [`GraphExec`].
+//! [`RetainedGraph`]; only [`RetainedGraph::instantiate_as_given`] (for
+//! `crate::translate::Instantiate`) and the threads of [`instantiate_fed`] (for
+//! `build::build_and_instantiate`) make a [`GraphExec`].
 //!
 //! NVIDIA's rules: a graph must not be used from two threads at once; an executable may be
 //! launched while its template is modified or destroyed.
@@ -17,13 +18,9 @@ use std::{
 use cudarc::driver::sys;
 
 use super::{
+    attributes::{dependency, edge_data, node_launch_attributes},
     build::{add_raw, KernelSpec, NodeSpec},
-    check, Context, CudaError, Function, LoadedModule, Result, Stream,
-};
-use gnomon_format::{
-    contract::GraphExecutable,
-    flags::{InstantiateFlags, ReportsFlags},
-    EdgeKind, LaunchAttributes,
+    check, Context, CudaError, Dependency, Function, KernelAttributes, LoadedModule, ParamInfo, Result, Stream,
 };
 
 static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
@@ -96,7 +93,7 @@ pub(super) fn instantiate_fed<T>(
 /// destroyed and the error returned.
 pub(super) fn wrap_in_order(
     graphs: &[&RetainedGraph],
-    flags: &[InstantiateFlags],
+    flags: &[u64],
     mut made: Vec<Made>,
 ) -> Result<Vec<GraphExec>> {
     made.sort_by_key(|(i, _)| *i);
@@ -124,9 +121,9 @@ pub enum NodeKind {
         block: [u32; 3],
         shared_mem: u32,
         params: Vec<u8>,
-        layout: Vec<gnomon_format::ParamSlot>,
-        /// Launch attributes that differ from the driver's defaults.
-        launch: LaunchAttributes,
+        layout: Vec<ParamInfo>,
+        /// Every launch attribute, as the driver reports it.
+        launch: KernelAttributes,
     },
     Memset {
         dst: u64,
@@ -223,16 +220,15 @@ impl RetainedGraph {
         Ok(Self::from_raw(ctx.clone(), raw))
     }
 
-    /// Instantiates with `flags` after checking them against the flags contract; refused
-    /// flags never reach the driver and create no executable.
-    pub fn instantiate(&self, flags: u64) -> Result<GraphExec> {
-        let flags = InstantiateFlags::new(flags)?;
+    /// Instantiates with `flags` as given; `crate::translate::Instantiate` applies the
+    /// flags contract first, and is the way in from outside this crate.
+    pub(crate) fn instantiate_as_given(&self, flags: u64) -> Result<GraphExec> {
         self.ctx.settle()?;
-        self.wrap(instantiate_raw(self.raw, flags.bits())?, flags)
+        self.wrap(instantiate_raw(self.raw, flags)?, flags)
     }
 
     /// Takes ownership of an executable made from this template.
-    fn wrap(&self, raw: sys::CUgraphExec, flags: InstantiateFlags) -> Result<GraphExec> {
+    fn wrap(&self, raw: sys::CUgraphExec, flags: u64) -> Result<GraphExec> {
         LIVE_EXECUTABLES.fetch_add(1, Ordering::SeqCst);
         let mut exec = GraphExec {
             ctx: self.ctx.clone(),
@@ -276,8 +272,8 @@ impl RetainedGraph {
         Ok(out)
     }
 
-    /// Every edge as `(from, to, kind)` with positions in [`Self::nodes`], sorted.
-    pub fn edges(&self) -> Result<Vec<(NodeId, NodeId, EdgeKind)>> {
+    /// Every edge as `(from, to, dependency)` with positions in [`Self::nodes`], sorted.
+    pub fn edges(&self) -> Result<Vec<(NodeId, NodeId, Dependency)>> {
         let nodes = self.raw_nodes()?;
         let mut count = 0usize;
         // SAFETY: asks for the count only.
@@ -288,7 +284,7 @@ impl RetainedGraph {
             return Ok(Vec::new()); // the driver refuses empty arrays
         }
         let (mut from, mut to) = (vec![ptr::null_mut(); count], vec![ptr::null_mut(); count]);
-        let mut data = vec![super::attributes::edge_data(EdgeKind::Full); count];
+        let mut data = vec![edge_data(Dependency::Full); count];
         // SAFETY: the three arrays hold `count` entries.
         check("cuGraphGetEdges", unsafe {
             sys::cuGraphGetEdges_v2(self.raw, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut count)
@@ -298,7 +294,7 @@ impl RetainedGraph {
         };
         let mut edges = Vec::with_capacity(count);
         for ((&f, &t), d) in from.iter().zip(&to).zip(&data) {
-            edges.push((position(f), position(t), super::attributes::edge_kind(d)?));
+            edges.push((position(f), position(t), dependency(d)?));
         }
         edges.sort_unstable_by_key(|&(f, t, _)| (f, t));
         Ok(edges)
@@ -470,7 +466,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<NodeKind> {
         shared_mem: p.sharedMemBytes,
         params,
         layout: function.layout().to_vec(),
-        launch: super::attributes::node_launch_attributes(node)?,
+        launch: node_launch_attributes(node)?,
     })
 }
 
@@ -538,7 +534,7 @@ pub struct GraphExec {
     /// Keeps the modules of rebuilt kernel nodes loaded.
     _functions: Vec<Function>,
     raw: sys::CUgraphExec,
-    flags: InstantiateFlags,
+    flags: u64,
     reported: u64,
     template: String,
 }
@@ -559,27 +555,23 @@ impl GraphExec {
         // SAFETY: both handles are live.
         self.ctx.call("cuGraphLaunch", || unsafe { sys::cuGraphLaunch(self.raw, stream.raw()) })
     }
-}
 
-impl ReportsFlags for GraphExec {
-    fn instantiated_flags(&self) -> InstantiateFlags {
+    /// The flags it was instantiated with.
+    pub fn flags(&self) -> u64 {
         self.flags
     }
 
-    fn reported_flags(&self) -> u64 {
+    /// What `cuGraphExecGetFlags` reported right after it was made.
+    pub fn reported_flags(&self) -> u64 {
         self.reported
     }
-}
 
-impl GraphExecutable for GraphExec {
-    fn template_name(&self) -> &str {
+    /// The template it was made from, as [`Self::named`] gave it.
+    pub fn template(&self) -> &str {
         &self.template
     }
-
-    fn flags(&self) -> InstantiateFlags {
-        self.flags
-    }
 }
+
 
 impl Drop for GraphExec {
     fn drop(&mut self) {

@@ -25,12 +25,12 @@ pub use build::{
 pub use graph::{
     live_executables, on_instantiating_threads, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph,
 };
-pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module};
+pub use attributes::{Dependency, FunctionAttribute, KernelAttributes, SchedulingPolicy, SyncDomain};
+pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module, ParamInfo};
 pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
 pub use crate::errors::CudaError;
-use gnomon_format::LaunchAttributes;
 
 pub type Result<T> = std::result::Result<T, CudaError>;
 
@@ -369,7 +369,7 @@ pub struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem: u32,
-    pub attributes: LaunchAttributes,
+    pub attributes: KernelAttributes,
     /// May start before the previous kernel on the stream completes (programmatic
     /// dependent launch); it waits for it with `griddepcontrol.wait`.
     pub programmatic: bool,

@@ -11,8 +11,7 @@ use std::{
 
 use cudarc::driver::sys;
 
-use super::{check, Context, CudaError, Result};
-use gnomon_format::{FunctionAttributes, ParamSlot};
+use super::{check, Context, CudaError, FunctionAttribute, Result};
 
 /// Compiles CUDA C to PTX for `arch` (`sm_90`); a failure keeps the options and the log.
 pub fn compile_ptx(name: &str, source: &str, arch: &str) -> Result<String> {
@@ -129,7 +128,14 @@ pub struct Function {
     _module: Option<Module>,
     raw: sys::CUfunction,
     name: String,
-    layout: Vec<ParamSlot>,
+    layout: Vec<ParamInfo>,
+}
+
+/// Where one kernel parameter lies in the parameter buffer (`cuFuncGetParamInfo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    pub offset: u64,
+    pub size: u64,
 }
 
 impl Function {
@@ -151,7 +157,7 @@ impl Function {
         Ok(LoadedModule { handle: module as usize, entries: entries_of(module)? })
     }
 
-    pub fn layout(&self) -> &[ParamSlot] {
+    pub fn layout(&self) -> &[ParamInfo] {
         &self.layout
     }
 
@@ -163,15 +169,15 @@ impl Function {
         self.raw
     }
 
-    /// The attributes a launch of this function depends on, as the driver reports them.
-    pub fn attributes(&self) -> Result<FunctionAttributes> {
-        super::attributes::function_attributes(self.raw)
+    /// What the driver reports for one of this function's attributes.
+    pub fn attribute(&self, attribute: FunctionAttribute) -> Result<i32> {
+        super::attributes::get_function(self.raw, attribute)
     }
 
-    /// Sets recorded attributes (what a kernel using more than 48 KiB of dynamic shared
-    /// memory needs before any node of it is built).
-    pub fn set_attributes(&self, attributes: &FunctionAttributes) -> Result<()> {
-        super::attributes::set_function_attributes(self.raw, &self.name, attributes)
+    /// Sets one attribute (what a kernel using more than 48 KiB of dynamic shared memory
+    /// needs before any node of it is built).
+    pub fn set_attribute(&self, attribute: FunctionAttribute, value: i32) -> Result<()> {
+        super::attributes::set_function(self.raw, &self.name, attribute, value)
     }
 
     /// One pointer per parameter into `params`, after checking its length.
@@ -333,14 +339,14 @@ fn function_name(raw: sys::CUfunction) -> Result<String> {
 }
 
 /// Asks `cuFuncGetParamInfo` for each parameter until the driver says there is none.
-fn param_layout(raw: sys::CUfunction) -> Result<Vec<ParamSlot>> {
+fn param_layout(raw: sys::CUfunction) -> Result<Vec<ParamInfo>> {
     let mut layout = Vec::new();
     loop {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: `raw` is a live function; writes two sizes through valid pointers.
         let status = unsafe { sys::cuFuncGetParamInfo(raw, layout.len(), &mut offset, &mut size) };
         match status {
-            sys::CUresult::CUDA_SUCCESS => layout.push(ParamSlot { offset: offset as u64, size: size as u64 }),
+            sys::CUresult::CUDA_SUCCESS => layout.push(ParamInfo { offset: offset as u64, size: size as u64 }),
             sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(layout),
             other => return check("cuFuncGetParamInfo", other).map(|_| layout),
         }

@@ -44,6 +44,7 @@ use gnomon_format::{
 use crate::{
     cuda::{load_on_threads, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
+    translate,
 };
 
 /// How templates are instantiated: when, and on how many threads. Measured on the H200
@@ -546,14 +547,15 @@ fn recorded_functions(
     let mut functions = HashMap::new();
     for (module, (_, loaded)) in modules.iter().zip(loaded) {
         for (f, function) in module.functions.iter().zip(loaded) {
-            function.set_attributes(&f.attributes)?;
-            if function.layout() != f.params.as_slice() {
+            translate::set_function_attributes(&function, &f.attributes)?;
+            let driver = translate::param_slots(function.layout());
+            if driver != f.params {
                 let pairs = |slots: &[gnomon_format::ParamSlot]| slots.iter().map(|s| (s.offset, s.size)).collect();
                 return Err(ReplayError::LayoutMismatch {
                     module: module.id.clone(),
                     function: f.name.clone(),
                     recorded: pairs(&f.params),
-                    driver: pairs(function.layout()),
+                    driver: pairs(&driver),
                 });
             }
             functions.insert((module.id.clone(), f.name.clone()), function);

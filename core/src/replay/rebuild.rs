@@ -14,6 +14,7 @@ use crate::{
     errors::KernelNodeError,
     errors::ReplayError,
     replay::Stage,
+    translate,
 };
 
 /// Functions by `(module id, function name)`.
@@ -95,7 +96,8 @@ fn describe<'m>(
     let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, n)| (n.id.as_str(), i)).collect();
     let (mut spec, mut used) = (GraphSpec::default(), Vec::new());
     let typed = t.edges.iter().filter(|e| !e.kind.is_full());
-    spec.typed_edges = typed.map(|e| (position[e.from.as_str()], position[e.to.as_str()], e.kind)).collect();
+    let typed = typed.map(|e| (position[e.from.as_str()], position[e.to.as_str()], translate::dependency(e.kind)));
+    spec.typed_edges = typed.collect();
     for node in &order {
         let deps = incoming.get(node.id.as_str()).map_or(Vec::new(), |from| from.iter().map(|f| position[f]).collect());
         let op = match &node.op {
@@ -104,7 +106,7 @@ fn describe<'m>(
                 used.push(f.clone());
                 let at = |source| ReplayError::Node { template: t.name.clone(), node: node.id.clone(), source };
                 let kernel = KernelSpec::new(f, k.grid, k.block, k.shared_mem_bytes, &k.params).map_err(at)?;
-                NodeSpec::Kernel(kernel.with_launch(k.launch))
+                NodeSpec::Kernel(kernel.with_launch(translate::kernel_attributes(&k.launch)))
             }
             NodeOp::Memset(s) => {
                 NodeSpec::Memset { dst: address(&s.dst), value: s.value, element_size: s.element_size, count: s.count }
