@@ -173,8 +173,10 @@ fn differences(captured: &Shape, rebuilt: &Shape) -> String {
 fn same_edges(t: &Template, graph: &RetainedGraph, captured: &[Shape], rebuilt: &[Shape]) -> Result<(), String> {
     let names: HashMap<&str, &str> = t.nodes.iter().zip(captured).map(|(n, s)| (n.id.as_str(), name_of(s))).collect();
     let edges = graph.edges().map_err(|e| format!("read back the edges of `{}`: {e}", t.name))?;
-    let mut unmatched: Vec<Option<(&str, &str, EdgeKind)>> =
-        edges.into_iter().map(|(f, to, d)| Some((name_of(&rebuilt[f.0]), name_of(&rebuilt[to.0]), edge_kind(d)))).collect();
+    let mut unmatched: Vec<Option<(&str, &str, EdgeKind)>> = edges
+        .into_iter()
+        .map(|(f, to, d)| Some((name_of(&rebuilt[f.0]), name_of(&rebuilt[to.0]), edge_kind(d))))
+        .collect();
     if unmatched.len() != t.edges.len() {
         return Err(format!("template `{}`: {} edges captured, {} rebuilt", t.name, t.edges.len(), unmatched.len()));
     }

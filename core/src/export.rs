@@ -6,7 +6,8 @@ use std::{collections::HashMap, path::Path};
 
 use gnomon_format::{
     buffer_at,
-    digest::ShardDigester,
+    digest::CHUNK_BYTES,
+    shard_writer::{write_shards, ShardFile, Staging, WriteStages},
     shards::{plan, ShardCap},
     validate, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
     FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PeerRange,
@@ -14,14 +15,49 @@ use gnomon_format::{
 };
 
 use crate::{
-    cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, RetainedGraph},
+    cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, PinnedHost, RetainedGraph},
     errors::ExportError,
     progress::{Progress, Unit},
     translate,
 };
 
-/// Bytes read back from the device and written per step of a snapshot.
-const SNAPSHOT_CHUNK: u64 = 64 << 20;
+/// Bytes of a `zero` buffer read back from the device per step of its check.
+const ZERO_CHECK_BYTES: u64 = 64 << 20;
+/// Staging for a snapshot: slots of whole chunks, enough of them that copying from the
+/// device never waits for a writer while the writers keep the disk busy.
+const SLOT_BYTES: u64 = 64 << 20;
+const SLOTS: u64 = 8;
+const WRITERS: usize = 4;
+const _: () = assert!(SLOT_BYTES % CHUNK_BYTES == 0, "a slot holds whole chunks");
+
+/// What a snapshot stored and where its time went.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    pub stored_bytes: u64,
+    pub seconds: f64,
+    pub zero_check_s: f64,
+    pub stages: WriteStages,
+}
+
+/// Page-locked slots for a snapshot of `stored` bytes: no more of them, nor larger, than
+/// the bytes need (one chunk at least).
+struct PinnedSlots {
+    pinned: PinnedHost,
+    slot_len: usize,
+}
+
+impl PinnedSlots {
+    fn for_bytes(ctx: &Context, stored: u64) -> Result<Self, ExportError> {
+        let slot_len = SLOT_BYTES.min(stored.next_multiple_of(CHUNK_BYTES)).max(CHUNK_BYTES);
+        let count = SLOTS.min(stored.div_ceil(slot_len)).max(1);
+        Ok(Self { pinned: PinnedHost::new(ctx, (slot_len * count) as usize)?, slot_len: slot_len as usize })
+    }
+
+    fn staging(&mut self) -> Staging<'_> {
+        let slots = self.pinned.as_mut_slice().chunks_mut(self.slot_len).collect();
+        Staging { chunk: CHUNK_BYTES, slots, writers: WRITERS }
+    }
+}
 
 /// A module the core will carry: its id, kind and image, and the functions of it that
 /// the templates use.
@@ -97,51 +133,63 @@ impl Exporter {
         Ok(Self { writer, manifest, function_modules, by_offset })
     }
 
-    /// Writes the arena's stored bytes as shards under the cap, a chunk at a time, so host
-    /// memory stays one chunk whatever the arena; buffers declared zero are checked to be
-    /// zero and, like undefined ones, not written. Returns the bytes written and the
-    /// seconds it took.
-    pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<(u64, f64), ExportError> {
+    /// Copies the arena's stored ranges to the shard files, an XXH3-128 per chunk (format
+    /// v3, the only one this exporter writes), at the storage's speed: this thread copies
+    /// each slot from the device into page-locked staging while writer threads digest and
+    /// write the slots before it (`gnomon_format::shard_writer`). `zero` buffers are
+    /// checked, not stored.
+    pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<Snapshot, ExportError> {
         let started = std::time::Instant::now();
         let a = self.manifest.arena;
-        // SAFETY (both reads): the range lies inside the arena `_mapping` keeps mapped.
-        let read = |offset: u64, len: u64| unsafe { ctx.read(a.base + offset, len) }.map_err(ExportError::from);
+        self.check_zero_buffers(ctx)?;
+        let zero_check_s = started.elapsed().as_secs_f64();
+        let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(gnomon_format::errors::ValidationError::from)?;
+        let spans = plan(a.size, cap).map_err(gnomon_format::errors::ValidationError::from)?;
+        let mut shards = Vec::with_capacity(spans.len());
+        let (mut files, mut ranges) = (Vec::with_capacity(spans.len()), Vec::with_capacity(spans.len()));
+        for s in spans {
+            let file = format!("shards/{:04}.bin", s.index);
+            let shard = Shard { index: s.index, offset: s.offset, size: s.size, file, sha256: None, chunks: None };
+            files.push(ShardFile { path: self.writer.path_of(&shard.file), len: self.manifest.stored_len(&shard) });
+            ranges.push(self.manifest.stored_ranges(&shard));
+            shards.push(shard);
+        }
+        let stored: u64 = files.iter().map(|f| f.len).sum();
+        let mut staging = PinnedSlots::for_bytes(ctx, stored)?;
+        let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
+        let fill = |file: usize, at: u64, slot: &mut [u8]| {
+            let mut filled = 0;
+            for (offset, len) in pieces(&ranges[file], at, slot.len() as u64) {
+                let into = &mut slot[filled..filled + len as usize];
+                // SAFETY: the range lies inside the arena `_mapping` keeps mapped.
+                unsafe { ctx.read_into(a.base + offset, into) }?;
+                filled += len as usize;
+            }
+            Ok::<_, ExportError>(())
+        };
+        let (chunks, stages) = write_shards(&files, staging.staging(), fill, |n| progress.advance(n))?;
+        progress.finish();
+        for (mut shard, chunks) in shards.into_iter().zip(chunks) {
+            shard.chunks = Some(chunks);
+            self.manifest.shards.push(shard);
+        }
+        Ok(Snapshot { stored_bytes: stored, seconds: started.elapsed().as_secs_f64(), zero_check_s, stages })
+    }
+
+    /// Every `zero` buffer holds only zeros (replay fills them, so an export must not
+    /// leave anything else there).
+    fn check_zero_buffers(&self, ctx: &Context) -> Result<(), ExportError> {
+        let base = self.manifest.arena.base;
         for b in self.manifest.buffers.iter().filter(|b| b.contents == BufferContents::Zero) {
-            for at in (0..b.size).step_by(SNAPSHOT_CHUNK as usize) {
-                if read(b.offset + at, SNAPSHOT_CHUNK.min(b.size - at))?.iter().any(|&x| x != 0) {
+            for at in (0..b.size).step_by(ZERO_CHECK_BYTES as usize) {
+                // SAFETY: the range lies inside the arena the caller keeps mapped.
+                let read = unsafe { ctx.read(base + b.offset + at, ZERO_CHECK_BYTES.min(b.size - at)) }?;
+                if read.iter().any(|&x| x != 0) {
                     return Err(ExportError::NotZero { buffer: b.name.clone() });
                 }
             }
         }
-        let cap = ShardCap::new(a.shard_cap, a.granularity).map_err(gnomon_format::errors::ValidationError::from)?;
-        let spans = plan(a.size, cap).map_err(gnomon_format::errors::ValidationError::from)?;
-        let shards: Vec<(Shard, u64)> = spans
-            .into_iter()
-            .map(|s| {
-                let file = format!("shards/{:04}.bin", s.index);
-                let shard = Shard { index: s.index, offset: s.offset, size: s.size, file, sha256: None, chunks: None };
-                let stored = self.manifest.stored_len(&shard);
-                (shard, stored)
-            })
-            .collect();
-        let stored = shards.iter().map(|(_, stored)| stored).sum();
-        let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
-        for (mut shard, total) in shards {
-            let ranges = self.manifest.stored_ranges(&shard);
-            let mut digester = ShardDigester::new(self.manifest.format.version);
-            self.writer.write_chunks(&shard.file, total, SNAPSHOT_CHUNK, &mut digester, |at, len| {
-                let mut bytes = Vec::with_capacity(len as usize);
-                for (offset, len) in pieces(&ranges, at, len) {
-                    bytes.extend(read(offset, len)?);
-                }
-                progress.advance(len);
-                Ok::<_, ExportError>(bytes)
-            })?;
-            digester.finish(&mut shard);
-            self.manifest.shards.push(shard);
-        }
-        progress.finish();
-        Ok((stored, started.elapsed().as_secs_f64()))
+        Ok(())
     }
 
     /// Declares that `template`'s outputs are not compared, and why.
@@ -192,8 +240,10 @@ impl Exporter {
             .into_iter()
             .map(|n| Ok(Node { id: ids[n.id.0].clone(), op: self.node_op(name, n.id, n.kind, &module_of)? }))
             .collect::<Result<Vec<_>, ExportError>>()?;
-        let edge = |(f, t, d): (NodeId, NodeId, _)| {
-            Edge { from: ids[f.0].clone(), to: ids[t.0].clone(), kind: translate::edge_kind(d) }
+        let edge = |(f, t, d): (NodeId, NodeId, _)| Edge {
+            from: ids[f.0].clone(),
+            to: ids[t.0].clone(),
+            kind: translate::edge_kind(d),
         };
         let edges = graph.edges()?.into_iter().map(edge).collect();
         Ok(Template { name: name.into(), flags, nodes, edges, capture_order: ids })

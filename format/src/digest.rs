@@ -100,36 +100,6 @@ impl PieceHasher {
     }
 }
 
-/// Digests a shard file as it is written, for the manifest of `version`.
-pub enum ShardDigester {
-    Whole(Box<Sha256>),
-    Chunked(ChunkDigester),
-}
-
-impl ShardDigester {
-    pub fn new(version: u32) -> Self {
-        match version {
-            1 | 2 => Self::Whole(Box::default()),
-            _ => Self::Chunked(ChunkDigester::new(CHUNK_BYTES)),
-        }
-    }
-
-    pub fn update(&mut self, bytes: &[u8]) {
-        match self {
-            Self::Whole(h) => h.update(bytes),
-            Self::Chunked(c) => c.update(bytes),
-        }
-    }
-
-    /// Sets `shard`'s digests to those of the bytes seen.
-    pub fn finish(self, shard: &mut Shard) {
-        (shard.sha256, shard.chunks) = match self {
-            Self::Whole(h) => (Some(hex::encode(h.finalize())), None),
-            Self::Chunked(c) => (None, Some(c.finish())),
-        };
-    }
-}
-
 /// The XXH3-128 of each `bytes`-long chunk of a stream, however its writes fall.
 pub struct ChunkDigester {
     bytes: u64,

@@ -157,6 +157,11 @@ impl CoreWriter {
         Ok(Self { dir: dir.to_owned() })
     }
 
+    /// Where the file at `relative` of this core goes.
+    pub fn path_of(&self, relative: &str) -> PathBuf {
+        self.dir.join(relative)
+    }
+
     /// Writes `bytes` at `relative` and returns their SHA-256.
     pub fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<String, CoreError> {
         let path = self.dir.join(relative);
@@ -166,32 +171,6 @@ impl CoreWriter {
         }
         fs::write(&path, bytes).map_err(write_err)?;
         hash_hex(bytes).map_err(write_err)
-    }
-
-    /// Writes `total` bytes at `relative`, `chunk` at a time, each from `read(offset, len)`,
-    /// feeding each to `digester`.
-    pub fn write_chunks<E: From<CoreError>>(
-        &self,
-        relative: &str,
-        total: u64,
-        chunk: u64,
-        digester: &mut super::digest::ShardDigester,
-        mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
-    ) -> Result<(), E> {
-        let path = self.dir.join(relative);
-        let write_err = |source| CoreError::Write { path: path.clone(), source };
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(write_err)?;
-        }
-        let mut file = io::BufWriter::new(fs::File::create(&path).map_err(write_err)?);
-        let mut offset = 0;
-        while offset < total {
-            let bytes = read(offset, chunk.min(total - offset))?;
-            digester.update(&bytes);
-            file.write_all(&bytes).map_err(write_err)?;
-            offset += bytes.len() as u64;
-        }
-        file.flush().map_err(write_err).map_err(E::from)
     }
 
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {

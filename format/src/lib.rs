@@ -31,6 +31,7 @@ mod image;
 mod io;
 mod manifest;
 pub mod params;
+pub mod shard_writer;
 pub mod shards;
 pub mod spread;
 pub mod tensor_parallel;

@@ -1,65 +1,84 @@
-//! `CoreWriter::write_chunks`, which the exporter uses to snapshot an arena a chunk at a
-//! time, the digests a shard gets as it is written, and the names node kinds go by in
-//! errors.
+//! `shard_writer::write_shards`, which the exporter uses to snapshot an arena: every file
+//! written whole at its place whatever thread wrote which slot, a v3 digest per chunk
+//! (the last one shorter, none for an empty file), and the first error returned without a
+//! hang; and the names node kinds go by in errors.
+
+use std::path::Path;
 
 use gnomon_format::{
-    digest::{chunk_digests, ShardDigester, CHUNK_BYTES},
-    hash_hex, CoreWriter, NodeOp, Shard,
+    digest::chunk_digests,
+    errors::CoreError,
+    shard_writer::{write_shards, ShardFile, Staging},
+    NodeOp,
 };
 
-fn shard() -> Shard {
-    Shard { index: 0, offset: 0, size: 0, file: "shards/0000.bin".into(), sha256: None, chunks: None }
+const CHUNK: u64 = 4096;
+
+/// Files of these lengths, each byte a function of its file and place.
+fn sources(lens: &[u64]) -> Vec<Vec<u8>> {
+    lens.iter().enumerate().map(|(f, &len)| (0..len).map(|i| ((i * 7 + f as u64 * 13) % 251) as u8).collect()).collect()
 }
 
-/// Writes `source` through `write_chunks` in 4-byte pieces and returns the shard's digests.
-fn written(source: &[u8], version: u32) -> (Vec<(u64, u64)>, Shard) {
+fn files(dir: &Path, sources: &[Vec<u8>]) -> Vec<ShardFile> {
+    let path = |i| dir.join(format!("shards/{i:04}.bin"));
+    sources.iter().enumerate().map(|(i, s)| ShardFile { path: path(i), len: s.len() as u64 }).collect()
+}
+
+fn staging(slots: &mut [Vec<u8>], writers: usize) -> Staging<'_> {
+    Staging { chunk: CHUNK, slots: slots.iter_mut().map(Vec::as_mut_slice).collect(), writers }
+}
+
+#[test]
+fn every_file_is_written_whole_with_a_digest_per_chunk() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut asked, mut digester, mut shard) = (Vec::new(), ShardDigester::new(version), shard());
-    let writer = CoreWriter::create(dir.path()).unwrap();
-    writer
-        .write_chunks::<gnomon_format::errors::CoreError>(
-            &shard.file,
-            source.len() as u64,
-            4,
-            &mut digester,
-            |at, len| {
-                asked.push((at, len));
-                Ok(source[at as usize..(at + len) as usize].to_vec())
-            },
-        )
-        .unwrap();
-    assert_eq!(std::fs::read(dir.path().join(&shard.file)).unwrap(), source);
-    digester.finish(&mut shard);
-    (asked, shard)
-}
-
-#[test]
-fn chunks_are_written_in_order_and_a_v2_shard_is_hashed_as_a_whole() {
-    let source: Vec<u8> = (0..10u8).collect();
-    let (asked, shard) = written(&source, 2);
-    assert_eq!(asked, [(0, 4), (4, 4), (8, 2)]);
-    assert_eq!((shard.sha256, shard.chunks), (Some(hash_hex(&source[..]).unwrap()), None));
-}
-
-/// However the writes fall, a v3 shard's digests are those of its fixed-size chunks,
-/// the last one shorter; an empty file has none.
-#[test]
-fn a_v3_shard_has_a_digest_per_chunk_whatever_the_writes() {
-    let source: Vec<u8> = (0..CHUNK_BYTES * 2 + 5).map(|i| (i % 251) as u8).collect();
-    let expected = chunk_digests(&source, CHUNK_BYTES);
-    let each: Vec<String> =
-        source.chunks(CHUNK_BYTES as usize).map(|c| format!("{:032x}", xxhash_rust::xxh3::xxh3_128(c))).collect();
-    assert_eq!(expected.xxh3_128, each, "each chunk hashed by itself");
-    assert_eq!(expected.xxh3_128.len(), 3);
-    let mut digester = ShardDigester::new(3);
-    for piece in source.chunks(3_000_017) {
-        digester.update(piece);
+    let sources = sources(&[5 * CHUNK + 17, 0, 2 * CHUNK, 3]);
+    let files = files(dir.path(), &sources);
+    let mut slots = vec![vec![0u8; 2 * CHUNK as usize]; 3];
+    let mut advanced = 0;
+    let fill = |f: usize, at: u64, slot: &mut [u8]| {
+        slot.copy_from_slice(&sources[f][at as usize..at as usize + slot.len()]);
+        Ok::<_, CoreError>(())
+    };
+    let (chunks, stages) = write_shards(&files, staging(&mut slots, 4), fill, |n| advanced += n).unwrap();
+    assert_eq!(advanced, sources.iter().map(|s| s.len() as u64).sum::<u64>());
+    assert_eq!(stages.writers, 4);
+    for ((file, source), chunks) in files.iter().zip(&sources).zip(&chunks) {
+        assert_eq!(&std::fs::read(&file.path).unwrap(), source, "{}", file.path.display());
+        assert_eq!(chunks, &chunk_digests(source, CHUNK), "{}", file.path.display());
     }
-    let mut shard = shard();
-    digester.finish(&mut shard);
-    assert_eq!((shard.sha256, shard.chunks), (None, Some(expected)));
-    let (_, empty) = written(&[], 3);
-    assert_eq!(empty.chunks.map(|c| c.xxh3_128.len()), Some(0));
+    assert_eq!(chunks.iter().map(|c| c.xxh3_128.len()).collect::<Vec<_>>(), [6, 0, 2, 1]);
+}
+
+/// A slot that cannot be filled stops the work: the error comes back, later slots are
+/// never asked for, and no thread is left waiting.
+#[test]
+fn the_first_error_of_a_fill_is_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = sources(&[8 * CHUNK]);
+    let mut slots = vec![vec![0u8; CHUNK as usize]; 2];
+    let mut asked = Vec::new();
+    let fill = |_: usize, at: u64, _: &mut [u8]| {
+        asked.push(at);
+        if at == 2 * CHUNK {
+            return Err(CoreError::Write { path: "device".into(), source: std::io::Error::other("copy failed") });
+        }
+        Ok(())
+    };
+    let result = write_shards(&files(dir.path(), &sources), staging(&mut slots, 2), fill, |_| {});
+    assert!(matches!(result, Err(CoreError::Write { .. })), "{result:?}");
+    assert_eq!(asked, [0, CHUNK, 2 * CHUNK]);
+}
+
+/// A file that cannot be created (its folder is a file) is named in the error.
+#[test]
+fn a_file_that_cannot_be_written_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shards"), b"not a folder").unwrap();
+    let sources = sources(&[CHUNK]);
+    let mut slots = vec![vec![0u8; CHUNK as usize]];
+    let result = write_shards(&files(dir.path(), &sources), staging(&mut slots, 1), |_, _, _| Ok(()), |_| {});
+    let Err(CoreError::Write { path, .. }) = result else { panic!("{result:?}") };
+    assert!(path.ends_with("shards/0000.bin"), "{}", path.display());
 }
 
 #[test]

@@ -10,7 +10,9 @@ use std::{
     time::Instant,
 };
 
-use gnomon_format::{Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags};
+use gnomon_format::{
+    shard_writer::WriteStages, Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags,
+};
 
 use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, NodeInfo, NodeKind, RetainedGraph},
@@ -147,8 +149,16 @@ pub struct Exported {
     /// Other processes on a GPU when the export began (NVML): expectations recorded beside
     /// them may hold bits a launch alone would not give.
     pub other_gpu_processes: Vec<GpuProcess>,
+    /// Where the export's time went, stage by stage: reading the graphs, their kernels'
+    /// images and writing the modules; the snapshot (its `zero` buffers checked, then
+    /// copied, digested and written, each stage's busy seconds summed over its threads);
+    /// the expectations' launches; validating and writing the manifest.
+    pub prepare_s: f64,
     pub snapshot_s: f64,
+    pub zero_check_s: f64,
+    pub snapshot_stages: WriteStages,
     pub expectations_s: f64,
+    pub finish_s: f64,
     pub export_s: f64,
 }
 
@@ -218,7 +228,8 @@ pub fn export(
     for (t, (name, graph)) in graphs.iter().enumerate() {
         exporter.template_with(name, graph, flags, |node, _| kernels.by_node.get(&(t, node.0)).cloned())?;
     }
-    let (stored_bytes, snapshot_s) = exporter.snapshot(ctx, mapping)?;
+    let prepare_s = started.elapsed().as_secs_f64();
+    let snapshot = exporter.snapshot(ctx, mapping)?;
     let computing = Instant::now();
     let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
@@ -239,7 +250,9 @@ pub fn export(
     let expectations_s = computing.elapsed().as_secs_f64();
     exporter.producer_seconds(request.producer_seconds);
     exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
+    let finishing = Instant::now();
     let manifest = exporter.finish()?;
+    let finish_s = finishing.elapsed().as_secs_f64();
     Ok(Exported {
         templates: manifest.templates.len(),
         nodes: manifest.templates.iter().map(|t| t.nodes.len()).sum(),
@@ -251,14 +264,18 @@ pub fn export(
         modules: manifest.modules.len(),
         module_bytes,
         buffers: manifest.buffers.len(),
-        stored_bytes,
+        stored_bytes: snapshot.stored_bytes,
         arena: allocations.stats(),
         launches_per_template: expected.launches,
         varied: expected.varied,
         dismissed,
         other_gpu_processes,
-        snapshot_s,
+        prepare_s,
+        snapshot_s: snapshot.seconds,
+        zero_check_s: snapshot.zero_check_s,
+        snapshot_stages: snapshot.stages,
         expectations_s,
+        finish_s,
         export_s: started.elapsed().as_secs_f64(),
     })
 }

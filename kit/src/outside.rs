@@ -169,12 +169,11 @@ fn changed_output(launcher: &Launcher, expected: &Expected<'_>, template: &str) 
 fn pointing<'s>(kind: &NodeKind, outside: &'s [LiveBlock]) -> Option<(String, u64, &'s LiveBlock)> {
     let within = |address: u64| outside.iter().find(|b| b.range.contains(&address));
     match kind {
-        NodeKind::Kernel { function, params, layout, .. } => {
-            gnomon_format::params::words(&param_slots(layout), params).find_map(|(param, at, word)| {
+        NodeKind::Kernel { function, params, layout, .. } => gnomon_format::params::words(&param_slots(layout), params)
+            .find_map(|(param, at, word)| {
                 let place = if at == 0 { String::new() } else { format!(" (byte {at})") };
                 within(word).map(|b| (format!("kernel `{function}` parameter {param}{place}"), word, b))
-            })
-        }
+            }),
         NodeKind::Memset { dst, .. } => within(*dst).map(|b| ("the memset's destination".to_owned(), *dst, b)),
         NodeKind::Memcpy { dst, src, .. } => [("destination", *dst), ("source", *src)]
             .into_iter()

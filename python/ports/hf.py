@@ -67,6 +67,11 @@ DECODERS = {
     "olmoe": ("OlmoeConfig", dict(hidden_size=2048, intermediate_size=1024, num_attention_heads=16,
                                   num_key_value_heads=16, num_hidden_layers=2, num_experts=64,
                                   num_experts_per_tok=8, vocab_size=50304)),
+    # Llama-3-8B's widths (32 layers with --layers 32: 16 GB of bf16 weights), the shape a
+    # serving stack's catalogue is measured at (docs/ci/serving.md).
+    "llama": ("LlamaConfig", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                  num_key_value_heads=8, num_hidden_layers=2, vocab_size=128256,
+                                  rope_theta=500000.0)),
     # post-norm with q/k norm, nobody's port tuned to it.
     "olmo2": ("Olmo2Config", dict(hidden_size=2048, intermediate_size=8192, num_attention_heads=16,
                                   num_key_value_heads=16, num_hidden_layers=2, vocab_size=100352)),
@@ -177,7 +182,7 @@ def decoder_graphs(model, cfg, batches, context, pool_kind="arena"):
     """One decode step per batch size, captured largest first into one pool."""
     pool = POOLS[pool_kind]()
     graphs, outputs, caches, inputs = {}, {}, {}, {}
-    warm, capture = 0.0, 0.0
+    seconds = {"prefill-s": 0.0, "warm-up-s": 0.0, "capture-s": 0.0}
     # Every batch is prefilled, warmed up and captured on one stream, as vLLM's
     # graph_capture() does: blocks freed on a stream are cached for that stream only, so a
     # stream per batch kept each batch's warm-up blocks (hf-corpus/reserved/README.md).
@@ -186,14 +191,15 @@ def decoder_graphs(model, cfg, batches, context, pool_kind="arena"):
     with torch.cuda.stream(side):
         for b in sorted(batches, reverse=True):
             timings = capture_batch(model, cfg, b, context, pool, side, graphs, outputs, caches, inputs)
-            warm, capture = warm + timings[0], capture + timings[1]
+            for key, s in zip(seconds, timings):
+                seconds[key] += s
     torch.cuda.current_stream().wait_stream(side)
-    return graphs, outputs, caches, inputs, {"warm-up-s": warm, "capture-s": capture}
+    return graphs, outputs, caches, inputs, seconds
 
 
 def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches, inputs):
     """Prefills a static cache of batch `b`, warms the decode step up twice and captures it
-    on `stream`; returns the seconds warming up and capturing took. What the graph reads
+    on `stream`; returns the seconds prefilling, warming up and capturing took. What the graph reads
     (the cache, its inputs) is made in the arena. The rest runs outside it, as without the
     kit: the prefill's and warm-up's blocks go to PyTorch's own pool, and the capture
     empties that pool's cache (which PyTorch does only while no pool is routed to)."""
@@ -213,9 +219,12 @@ def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches,
     with torch.no_grad(), gt.outside_arena():
         if EXPERTS["decode"]:
             model.config._experts_implementation = EXPERTS["prefill"]
+        started = time.perf_counter()
         prompt = torch.randint(0, cfg.vocab_size, (b, context), device="cuda")
         model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(context, device="cuda"),
               use_cache=True)
+        torch.cuda.synchronize()
+        prefill = time.perf_counter() - started
         if EXPERTS["decode"]:
             model.config._experts_implementation = EXPERTS["decode"]
         started = time.perf_counter()
@@ -235,7 +244,7 @@ def capture_batch(model, cfg, b, context, pool, stream, graphs, outputs, caches,
     caches[name] = cache_tensors(cache)
     inputs[f"{name}/tokens"] = tokens
     inputs[f"{name}/position"] = position
-    return warm, capture
+    return prefill, warm, capture
 
 
 def recapture(model, kind):
@@ -368,7 +377,10 @@ def main():
         torch.backends.cuda.enable_cudnn_sdp(False)
     if a.arena != "none":
         gt.use_arena(a.arena)
+    started = time.perf_counter()
     model, cfg = build(a.model, a.layers, a.weights)
+    torch.cuda.synchronize()
+    build_s = time.perf_counter() - started
     if a.experts == "index-add":
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
@@ -387,6 +399,7 @@ def main():
         with open(a.ready_file, "w") as f:
             f.write(repr(time.time()))
         return
+    seconds["build-s"] = build_s
     if rival_s is not None:
         seconds["cold-start-s"] = rival_s
     for g in graphs.values():

@@ -59,9 +59,8 @@ pub fn cases() -> Vec<Case> {
         let edges = accepted(template.edges(), "read back edges")?;
         // Each `mark` node's slot parameter is its launch position: the model's node index.
         let launch_index = |kind: &NodeKind| match kind {
-            NodeKind::Kernel { params, layout, .. } => {
-                slot_value(&param_slots(layout), params, 1).map(|v| i32::from_le_bytes(v.try_into().expect("int slot")) as usize)
-            }
+            NodeKind::Kernel { params, layout, .. } => slot_value(&param_slots(layout), params, 1)
+                .map(|v| i32::from_le_bytes(v.try_into().expect("int slot")) as usize),
             _ => None,
         };
         let order: Vec<usize> =

@@ -1,10 +1,7 @@
 //! `gpu/flags/`: flags 0, 1, 8, 9 instantiate, launch and compute correctly; what the
 //! driver reports back for each; and refused flags create no executable.
 
-use gnomon_format::{
-    errors::FlagsError,
-    flags::resolve,
-};
+use gnomon_format::{errors::FlagsError, flags::resolve};
 
 use gnomon_core::{
     cuda::{live_executables, CudaError},

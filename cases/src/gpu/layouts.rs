@@ -142,8 +142,8 @@ fn run(f: &LayoutFixture, ctx: &mut Ctx) -> Result<(), Verdict> {
     upload(&a, gemm_a())?;
     upload(&b, gemm_b())?;
     let inputs = Inputs { out: out.ptr(), a: a.ptr(), b: b.ptr() };
-    let params =
-        (f.params)(&param_slots(function.layout()), &inputs).map_err(|e| Verdict::Blocked(format!("fixture parameters: {e}")))?;
+    let params = (f.params)(&param_slots(function.layout()), &inputs)
+        .map_err(|e| Verdict::Blocked(format!("fixture parameters: {e}")))?;
     ctx.metric("param-count", function.layout().len() as f64, "1");
     ctx.metric("param-bytes", params.len() as f64, "B");
 

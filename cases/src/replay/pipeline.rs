@@ -126,8 +126,7 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
     let context = core_context(&ctx, options)?;
     let mut exporter = Exporter::new(dir, context, arena, buffers.clone(), &images)
         .map_err(|e| failed("start export")(e.to_string()))?;
-    let (written, write_s) =
-        exporter.snapshot(&ctx, &session.mapping).map_err(|e| failed("snapshot shards")(e.to_string()))?;
+    let snapshot = exporter.snapshot(&ctx, &session.mapping).map_err(|e| failed("snapshot shards")(e.to_string()))?;
     let mut handed = Vec::new();
     for (name, flags, graph) in &templates {
         let recorded = match handover {
@@ -169,7 +168,7 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
         measured("nodes", nodes as f64, "1"),
         measured("shards", manifest.shards.len() as f64, "1"),
         measured("core-size-on-disk", dir_size(dir) as f64 / MIB as f64, "MiB"),
-        measured("shard-write-gbps", written as f64 / write_s / 1e9, "GB/s"),
+        measured("shard-write-gbps", snapshot.stored_bytes as f64 / snapshot.seconds / 1e9, "GB/s"),
     ]);
     Ok(Exported { session, handed, metrics })
 }

@@ -91,11 +91,7 @@ pub(super) fn instantiate_fed<T>(
 /// Takes ownership of what the instantiating threads made from `graphs` (each with its
 /// `flags`), in the order of `graphs`; on the first failure, every other executable is
 /// destroyed and the error returned.
-pub(super) fn wrap_in_order(
-    graphs: &[&RetainedGraph],
-    flags: &[u64],
-    mut made: Vec<Made>,
-) -> Result<Vec<GraphExec>> {
+pub(super) fn wrap_in_order(graphs: &[&RetainedGraph], flags: &[u64], mut made: Vec<Made>) -> Result<Vec<GraphExec>> {
     made.sort_by_key(|(i, _)| *i);
     let mut execs = Vec::with_capacity(made.len());
     let mut failure = None;
@@ -571,7 +567,6 @@ impl GraphExec {
         &self.template
     }
 }
-
 
 impl Drop for GraphExec {
     fn drop(&mut self) {

@@ -19,13 +19,13 @@ use std::{cell::RefCell, ffi::c_void, ptr, rc::Rc};
 
 use cudarc::driver::{result as cu, sys};
 
+pub use attributes::{Dependency, FunctionAttribute, KernelAttributes, SchedulingPolicy, SyncDomain};
 pub use build::{
     build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
 };
 pub use graph::{
     live_executables, on_instantiating_threads, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph,
 };
-pub use attributes::{Dependency, FunctionAttribute, KernelAttributes, SchedulingPolicy, SyncDomain};
 pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module, ParamInfo};
 pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
@@ -311,8 +311,17 @@ impl Context {
     /// `src..src + len` must be device memory mapped in this context.
     pub unsafe fn read(&self, src: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len as usize];
-        self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, len as usize))?;
+        self.read_into(src, &mut out)?;
         Ok(out)
+    }
+
+    /// Copies `dst.len()` bytes from the device at `src` into `dst`: at full bus speed
+    /// when `dst` is page-locked ([`PinnedHost`]), through a bounce buffer otherwise.
+    ///
+    /// # Safety
+    /// `src..src + dst.len()` must be device memory mapped in this context.
+    pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
     }
 }
 
