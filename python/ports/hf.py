@@ -68,7 +68,7 @@ DECODERS = {
                                   num_key_value_heads=16, num_hidden_layers=2, num_experts=64,
                                   num_experts_per_tok=8, vocab_size=50304)),
     # Llama-3-8B's widths (32 layers with --layers 32: 16 GB of bf16 weights), the shape a
-    # serving stack's catalogue is measured at (docs/ci/serving.md).
+    # serving stack's catalogue is measured at (docs/ci/serving.sh).
     "llama": ("LlamaConfig", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
                                   num_key_value_heads=8, num_hidden_layers=2, vocab_size=128256,
                                   rope_theta=500000.0)),

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A serving stack's catalogue at full size (issue 45): HF's own LlamaForCausalLM.forward at
+# Llama-3-8B's widths (32 layers, 16 GB of random bf16 weights), one decode step per batch
+# size of a capture list, exported by the kit and qualified. Usage:
+#   docs/ci/serving.sh WHEEL_DIR OUT_DIR floors|export|qualify|reserved
+# `floors`: tools/storage_floors.py in $CORES' folder (device-to-host and write bandwidth).
+# `export`: BATCHES (default vLLM's list up to 256: 1, 2, 4, then every multiple of 8)
+#   exported to $CORES/NAME (NAME defaults to serving), then `gnomon validate`.
+# `qualify`: that core qualified QUALIFIES (2) times.
+# `reserved`: the same captures on PyTorch's own allocator, no kit: max_memory_reserved().
+# Logs, summaries and reports go to OUT_DIR/serving-PHASE-NAME.tar.gz.
+set -uo pipefail
+wheels=$1 out=$2 phase=$3
+cores=${CORES:-/tmp/gnomon-serving} name=${NAME:-serving} work=$(mktemp -d) site=$(mktemp -d)
+batches=${BATCHES:-1,2,4,$(seq -s, 8 8 256)}
+python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$wheels"/gnomon-*.whl
+export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
+mkdir -p "$cores" "$out"
+port=(python/ports/hf.py --model llama --layers 32 --context 32 --batches "$batches")
+pack() { tar -C "$work" -czf "$out/serving-$phase-$name.tar.gz" .; }
+timed() { # LABEL COMMAND...: runs it, its output to LABEL.log, and says how it went
+  local label=$1 started=$SECONDS
+  shift
+  "$@" > "$work/$label.log" 2>&1
+  echo "$label: exit $? in $((SECONDS - started)) s: $(tail -n 1 "$work/$label.log")"
+}
+case $phase in
+  floors) timed floors python3 tools/storage_floors.py "$cores" 8 && cat "$work/floors.log" ;;
+  export)
+    rm -rf "${cores:?}/$name"
+    timed export python3 -m gnomon.torch "${port[@]}" --arena "${ARENA:-48GiB}" --out "$cores/$name" \
+      --summary "$work/export.json"
+    timed validate gnomon validate "$cores/$name"
+    du -sb "$cores/$name" > "$work/core-bytes.txt" ;;
+  qualify)
+    for i in $(seq "${QUALIFIES:-2}"); do
+      timed "qualify-$i" gnomon qualify "$cores/$name" --report-dir "$work/qualify-$i"
+    done ;;
+  reserved) timed reserved python3 "${port[@]}" --arena none --out /dev/null --summary "$work/reserved.json" ;;
+  *) echo "unknown phase $phase" >&2; exit 2 ;;
+esac
+pack
