@@ -8,8 +8,9 @@
 use std::{
     fs,
     os::unix::fs::FileExt,
+    panic::AssertUnwindSafe,
     path::PathBuf,
-    sync::{mpsc, Mutex},
+    sync::{mpsc, Mutex, MutexGuard, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -154,17 +155,22 @@ impl<'f> Shared<'f> {
     }
 
     fn failed(&self) -> bool {
-        self.failure.lock().expect("no writer panics holding it").is_some()
+        lock(&self.failure).is_some()
     }
 
-    /// A writer thread: takes jobs until there are none, and lends every slot back.
+    /// A writer thread: takes jobs until there are none, and lends every slot back, also
+    /// after a job failed or panicked (the feeder waits for slots: none may be lost).
     fn write_jobs<'s>(&self, jobs: &Mutex<mpsc::Receiver<Job<'s>>>, free: &mpsc::Sender<&'s mut [u8]>) {
         loop {
-            let next = jobs.lock().expect("no writer panics holding it").recv();
-            let Ok(job) = next else { return };
+            let Ok(job) = lock(jobs).recv() else { return };
             if !self.failed() {
-                if let Err(e) = self.write(&job) {
-                    self.failure.lock().expect("no writer panics holding it").get_or_insert(e);
+                let written = std::panic::catch_unwind(AssertUnwindSafe(|| self.write(&job)));
+                let failure = match written {
+                    Ok(result) => result.err(),
+                    Err(_) => Some(self.failed_at(job.file, "a writer thread panicked")),
+                };
+                if let Some(e) = failure {
+                    lock(&self.failure).get_or_insert(e);
                 }
             }
             // The feeder may have stopped; a slot nobody waits for is simply dropped.
@@ -172,20 +178,25 @@ impl<'f> Shared<'f> {
         }
     }
 
+    fn failed_at(&self, file: usize, what: &str) -> CoreError {
+        CoreError::Write { path: self.files[file].1.path.clone(), source: std::io::Error::other(what.to_owned()) }
+    }
+
     fn write(&self, job: &Job) -> Result<(), CoreError> {
         let bytes = &job.slot[..job.len];
+        let (file, shard) = &self.files[job.file];
         let digesting = Instant::now();
-        let first = (job.at / self.chunk) as usize;
         let digests: Vec<String> = bytes.chunks(self.chunk as usize).map(chunk_digest).collect();
         let digested = digesting.elapsed();
-        let (file, shard) = &self.files[job.file];
+        let writing = Instant::now();
         file.write_all_at(bytes, job.at).map_err(|source| CoreError::Write { path: shard.path.clone(), source })?;
-        let written = digesting.elapsed() - digested;
-        let mut all = self.digests.lock().expect("no writer panics holding it");
-        for (i, d) in digests.into_iter().enumerate() {
-            all[job.file][first + i] = Some(d);
-        }
-        let mut busy = self.busy.lock().expect("no writer panics holding it");
+        let written = writing.elapsed();
+        let first = (job.at / self.chunk) as usize;
+        let mut all = lock(&self.digests);
+        let places = all[job.file].get_mut(first..first + digests.len());
+        let places = places.ok_or_else(|| self.failed_at(job.file, "a slot beyond the file's chunks"))?;
+        places.iter_mut().zip(digests).for_each(|(place, d)| *place = Some(d));
+        let mut busy = lock(&self.busy);
         (busy.0, busy.1) = (busy.0 + digested, busy.1 + written);
         Ok(())
     }
@@ -193,13 +204,22 @@ impl<'f> Shared<'f> {
     /// The digests of every chunk, or the first error.
     #[allow(clippy::type_complexity)]
     fn finish(self) -> Result<(Vec<Vec<String>>, (Duration, Duration)), CoreError> {
-        if let Some(e) = self.failure.into_inner().expect("no writer panicked") {
+        if let Some(e) = lock(&self.failure).take() {
             return Err(e);
         }
-        let digests = self.digests.into_inner().expect("no writer panicked");
-        let all = digests.into_iter().map(|file| file.into_iter().map(|d| d.expect("every chunk was written")));
-        Ok((all.map(Iterator::collect).collect(), self.busy.into_inner().expect("no writer panicked")))
+        let mut all = Vec::with_capacity(self.files.len());
+        for (file, digests) in std::mem::take(&mut *lock(&self.digests)).into_iter().enumerate() {
+            let digests = digests.into_iter().collect::<Option<Vec<_>>>();
+            all.push(digests.ok_or_else(|| self.failed_at(file, "a chunk was never written"))?);
+        }
+        Ok((all, *lock(&self.busy)))
     }
+}
+
+/// The value behind a mutex whether or not a writer panicked holding it: a panic is
+/// caught and reported as the writer's failure, so what it guards stays usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A v3 chunk's digest as the manifest writes it.
