@@ -64,19 +64,39 @@ impl Element {
     /// difference), or `None` for a NaN.
     fn at(self, bytes: &[u8], i: usize) -> (f64, Option<i64>) {
         let size = self.size();
-        let mut word = [0u8; 8];
-        word[..size].copy_from_slice(&bytes[i * size..(i + 1) * size]);
-        let bits = u64::from_le_bytes(word);
-        let value = match self {
+        let bits = bits_of(&bytes[i * size..(i + 1) * size]);
+        let value = self.value(bits);
+        let sign = 1u64 << (size * 8 - 1);
+        let ordered = if bits & sign == 0 { bits as i64 } else { -((bits & !sign) as i64) };
+        (value, (!value.is_nan()).then_some(ordered))
+    }
+
+    /// The value of an element's little-endian bits.
+    fn value(self, bits: u64) -> f64 {
+        match self {
             Element::Float64 => f64::from_bits(bits),
             Element::Float32 => f32::from_bits(bits as u32) as f64,
             Element::Float16 => half::f16::from_bits(bits as u16).to_f64(),
             Element::Bfloat16 => half::bf16::from_bits(bits as u16).to_f64(),
             Element::Bytes => bits as f64,
-        };
-        let sign = 1u64 << (size * 8 - 1);
-        let ordered = if bits & sign == 0 { bits as i64 } else { -((bits & !sign) as i64) };
-        (value, (!value.is_nan()).then_some(ordered))
+        }
+    }
+
+    /// The mean magnitude of the finite elements of `bytes` (0 for `Bytes`, or for none).
+    fn mean_magnitude(self, bytes: &[u8]) -> f64 {
+        if !self.is_float() {
+            return 0.0;
+        }
+        let (mut sum, mut count) = (0.0, 0u64);
+        for v in bytes.chunks_exact(self.size()).map(|e| self.value(bits_of(e))).filter(|v| v.is_finite()) {
+            sum += v.abs();
+            count += 1;
+        }
+        if count == 0 {
+            0.0
+        } else {
+            sum / count as f64
+        }
     }
 
     /// The pairs of elements of `a` and `b` whose bits differ: each side's value and
@@ -88,6 +108,17 @@ impl Element {
             .enumerate()
             .filter(|(_, (x, y))| x != y)
             .map(move |(i, _)| Pair { first: self.at(a, i), other: self.at(b, i) })
+    }
+}
+
+/// One element's little-endian bits (a slice of 1, 2, 4 or 8 bytes; any other length is 0).
+fn bits_of(element: &[u8]) -> u64 {
+    match *element {
+        [a] => a.into(),
+        [a, b] => u16::from_le_bytes([a, b]).into(),
+        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]).into(),
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => 0,
     }
 }
 
@@ -218,34 +249,25 @@ pub struct Spread {
     /// differ: no tolerance covers them.
     pub incomparable: u64,
     /// The mean magnitude of the first launch's finite elements: what an envelope's `rtol`
-    /// is weighed by.
-    mean_magnitude: f64,
+    /// is weighed by; read from the first launch when another first differs from it.
+    mean_magnitude: Option<f64>,
     /// For each rung's `rtol`, the smallest `atol` that covered every element seen.
     atol_at: [f64; RUNGS],
 }
 
 impl Spread {
-    /// A spread of launches of `first` that have not differed yet.
+    /// A spread of launches of `first` that have not differed yet. Nothing of `first` is
+    /// read until one does: most outputs never vary, and reading gigabytes of a cache
+    /// for nothing cost an export minutes.
     pub fn of_first(element: Element, first: &[u8]) -> Self {
-        let size = element.size();
-        let (mut sum, mut count) = (0.0, 0u64);
-        if element.is_float() {
-            for i in 0..first.len() / size {
-                let v = element.at(first, i).0;
-                if v.is_finite() {
-                    sum += v.abs();
-                    count += 1;
-                }
-            }
-        }
         Self {
             element,
-            elements: (first.len() / size) as u64,
+            elements: (first.len() / element.size()) as u64,
             differing: 0,
             max_abs: 0.0,
             max_ulp: 0,
             incomparable: 0,
-            mean_magnitude: if count == 0 { 0.0 } else { sum / count as f64 },
+            mean_magnitude: None,
             atol_at: [0.0; RUNGS],
         }
     }
@@ -259,6 +281,7 @@ impl Spread {
             self.incomparable = self.incomparable.max(self.elements.max(1));
             return;
         }
+        self.mean_magnitude.get_or_insert_with(|| self.element.mean_magnitude(first));
         let (mut differing, mut incomparable) = (0, 0);
         let rungs: [f64; RUNGS] = std::array::from_fn(|j| rung(self.element, j));
         for Pair { first: (f, of), other: (x, ox) } in self.element.differing(first, other) {
@@ -294,7 +317,7 @@ impl Spread {
         (0..RUNGS)
             .map(|j| Envelope { atol: self.atol_at[j], rtol: rung(self.element, j) })
             .min_by(|a, b| {
-                let cost = |e: &Envelope| e.atol + e.rtol * self.mean_magnitude;
+                let cost = |e: &Envelope| e.atol + e.rtol * self.mean_magnitude.unwrap_or(0.0);
                 cost(a).total_cmp(&cost(b))
             })
             .unwrap_or_default()
