@@ -358,6 +358,23 @@ mod tests {
         assert_eq!(fit.outside, 1, "0.2 is past four times 0.03");
     }
 
+    /// A ULP distance counts the floats between two elements, on either side of zero and
+    /// across it, for elements of every width.
+    #[test]
+    fn ulp_distances_count_the_floats_between_across_zero_and_at_every_width() {
+        let ulp = |element, first: &[u8], other: &[u8]| spread(element, first, &[other]).max_ulp;
+        let up = |x: f32, n: u32| f32::from_bits(x.to_bits() + n);
+        assert_eq!(ulp(Element::Float32, &f32s(&[2.0]), &f32s(&[up(2.0, 3)])), 3);
+        assert_eq!(ulp(Element::Float32, &f32s(&[-2.0]), &f32s(&[-up(2.0, 5)])), 5);
+        let tiny = f32::from_bits(1);
+        assert_eq!(ulp(Element::Float32, &f32s(&[tiny]), &f32s(&[-tiny])), 2, "the smallest floats either side of 0");
+        assert_eq!(ulp(Element::Bfloat16, &bf16s(&[-1.0]), &bf16s(&[-1.0078125])), 1);
+        let f64s = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let next = f64::from_bits((-1.0f64).to_bits() + 4);
+        let s = spread(Element::Float64, &f64s(&[-1.0]), &[&f64s(&[next])]);
+        assert_eq!((s.max_ulp, s.max_abs), (4, 4.0 * f64::EPSILON));
+    }
+
     /// In bfloat16, 30 000 ULP cover every value there is; a relative envelope fitted to
     /// one-rounding flips still refuses a value twice as large.
     #[test]
