@@ -1,15 +1,16 @@
 //! `shard_writer::write_shards`, which the exporter uses to snapshot an arena: every file
 //! written whole at its place whatever thread wrote which slot, a v3 digest per chunk
 //! (the last one shorter, none for an empty file), and the first error returned without a
-//! hang; and the names node kinds go by in errors.
+//! hang; `digest::sha256_each`, which replay digests outputs with; and the names node
+//! kinds go by in errors.
 
 use std::path::Path;
 
 use gnomon_format::{
-    digest::chunk_digests,
+    digest::{chunk_digests, sha256_each},
     errors::CoreError,
     shard_writer::{write_shards, ShardFile, Staging},
-    NodeOp,
+    hash_hex, NodeOp,
 };
 
 const CHUNK: u64 = 4096;
@@ -79,6 +80,18 @@ fn a_file_that_cannot_be_written_is_named() {
     let result = write_shards(&files(dir.path(), &sources), staging(&mut slots, 1), |_, _, _| Ok(()), |_| {});
     let Err(CoreError::Write { path, .. }) = result else { panic!("{result:?}") };
     assert!(path.ends_with("shards/0000.bin"), "{}", path.display());
+}
+
+/// Digests taken on many threads come back in the outputs' order, each the SHA-256 of
+/// its own output, however many outputs there are for the threads.
+#[test]
+fn outputs_digested_together_keep_their_order() {
+    let outputs = sources(&[0, 1, 3 * CHUNK, 17, CHUNK, 2, 9, 40, 5, 1, 3, 7, 11, 13, 64, 128, 256, 33, 1000]);
+    let slices: Vec<&[u8]> = outputs.iter().map(Vec::as_slice).collect();
+    let one_by_one: Vec<String> = slices.iter().map(|s| hash_hex(*s).unwrap()).collect();
+    assert_eq!(sha256_each(&slices), one_by_one);
+    assert_eq!(sha256_each(&slices[..1]), one_by_one[..1]);
+    assert!(sha256_each(&[]).is_empty());
 }
 
 #[test]

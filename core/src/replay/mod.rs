@@ -36,7 +36,7 @@ pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use gnomon_format::{
     contract::ReplayPlan,
-    hash_hex,
+    digest::sha256_each,
     validate::{recorded_flags, Core},
     Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed,
 };
@@ -639,9 +639,10 @@ fn with_peers(ranks: Option<&ranks::Ranks>, stream: &Stream, stages: &mut Stages
     stages.time(Stage::RankSync, || ranks.sync_after(stream))
 }
 
-/// Digests every output of a template's expectation after its `launch`-th launch; keeps
-/// the bytes of the first launch, and of every launch of an output that varies (judged
-/// within a tolerance when its digest is none the original run gave).
+/// Digests every output of a template's expectation after its `launch`-th launch, read
+/// back one after another and hashed together on the host's cores; keeps the bytes of the
+/// first launch, and of every launch of an output that varies (judged within a tolerance
+/// when its digest is none the original run gave).
 fn read_outputs(
     expectation: Option<&Expectation>,
     arena: &LoadedState,
@@ -649,9 +650,9 @@ fn read_outputs(
     outputs: &mut Vec<OutputCheck>,
 ) -> Result<(), ReplayError> {
     let Some(e) = expectation else { return Ok(()) };
-    for o in &e.outputs {
-        let bytes = arena.read(&o.buffer)?;
-        let actual_sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+    let read = e.outputs.iter().map(|o| arena.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
+    let digests = sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    for ((o, bytes), actual_sha256) in e.outputs.iter().zip(read).zip(digests) {
         outputs.push(OutputCheck {
             template: e.template.clone(),
             buffer: o.buffer.clone(),
