@@ -154,11 +154,19 @@ fn hex128(digest: u128) -> String {
     format!("{digest:032x}")
 }
 
+/// Outputs of fewer bytes than this are hashed on the calling thread: starting threads
+/// would cost more than they save.
+const ALONE_BELOW: usize = 16 << 20;
+
 /// The SHA-256 of each of `outputs`, hex, on as many threads as there are cores (or
 /// outputs): what a replay digests after every launch of a template, a large batch's
 /// cache being gigabytes, where one thread hashes about 1.6 GB/s.
 pub fn sha256_each(outputs: &[&[u8]]) -> Vec<String> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(outputs.len()).max(1);
+    let bytes: usize = outputs.iter().map(|o| o.len()).sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(outputs.len());
+    if threads <= 1 || bytes < ALONE_BELOW {
+        return outputs.iter().map(|o| hex::encode(Sha256::digest(o))).collect();
+    }
     let next = AtomicUsize::new(0);
     let mut found: Vec<(usize, String)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
