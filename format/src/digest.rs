@@ -149,6 +149,12 @@ pub fn chunk_digests(file: &[u8], bytes: u64) -> Chunks {
     digester.finish()
 }
 
+/// A v3 chunk's digest as the manifest writes it: what a writer computes of each chunk
+/// it holds whole.
+pub fn chunk_digest(bytes: &[u8]) -> String {
+    hex128(xxhash_rust::xxh3::xxh3_128(bytes))
+}
+
 /// A 128-bit digest as the manifest writes it: 32 lowercase hexadecimal digits.
 fn hex128(digest: u128) -> String {
     format!("{digest:032x}")

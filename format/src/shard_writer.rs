@@ -14,10 +14,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::{digest::chunk_digest, errors::CoreError, Chunks};
 use serde::Serialize;
-use xxhash_rust::xxh3::xxh3_128;
-
-use crate::{errors::CoreError, Chunks};
 
 /// One shard file to write: where, and how many bytes.
 pub struct ShardFile {
@@ -220,9 +218,4 @@ impl<'f> Shared<'f> {
 /// caught and reported as the writer's failure, so what it guards stays usable.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A v3 chunk's digest as the manifest writes it.
-pub fn chunk_digest(bytes: &[u8]) -> String {
-    format!("{:032x}", xxh3_128(bytes))
 }
