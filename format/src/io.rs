@@ -180,8 +180,12 @@ impl CoreWriter {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(&self.dir)
             .map_err(write_err)?;
-        serde_json::to_writer_pretty(&mut file, manifest).map_err(|e| write_err(e.into()))?;
-        file.write_all(b"\n").map_err(write_err)?;
+        // Buffered: serde writes a token at a time, a system call each without a buffer, and
+        // a serving catalogue's manifest holds millions of tokens.
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, &mut file);
+        serde_json::to_writer_pretty(&mut buffered, manifest).map_err(|e| write_err(e.into()))?;
+        buffered.write_all(b"\n").and_then(|()| buffered.flush()).map_err(write_err)?;
+        drop(buffered);
         file.persist(&path).map_err(|e| write_err(e.error))?;
         Ok(())
     }
