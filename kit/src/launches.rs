@@ -10,10 +10,13 @@
 //! launches are timed too (replay's [`time_launches`]): what a restored template's speed
 //! is held to.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    time::Instant,
+};
 
 use gnomon_format::{
-    hash_hex,
+    digest::sha256_each,
     spread::{Element, Spread},
     Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
 };
@@ -22,7 +25,7 @@ use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     progress::{Progress, Unit},
-    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, POISON, TIMED_LAUNCHES},
+    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, POISON, TIMED_LAUNCHES},
     translate::Instantiate,
 };
 use serde::Serialize;
@@ -64,14 +67,13 @@ struct Observed<'d> {
 }
 
 impl<'d> Observed<'d> {
-    fn first(compared: &'d Compared, bytes: Vec<u8>) -> Self {
-        let sha256 = hash_hex(&bytes[..]).expect("hashing memory cannot fail");
+    /// The first launch's `bytes`, whose SHA-256 is `sha256`.
+    fn first(compared: &'d Compared, bytes: Vec<u8>, sha256: String) -> Self {
         let spread = Spread::of_first(compared.element, &bytes);
         Self { compared, first: bytes, sha256, others: Vec::new(), spread }
     }
 
-    fn again(&mut self, bytes: &[u8]) {
-        let sha256 = hash_hex(bytes).expect("hashing memory cannot fail");
+    fn again(&mut self, bytes: &[u8], sha256: String) {
         if sha256 != self.sha256 && !self.others.contains(&sha256) {
             self.spread.add(&self.first, bytes);
             self.others.push(sha256);
@@ -126,6 +128,43 @@ pub struct Expected {
     pub launches: u32,
     /// Each varying output's first launch, by template and buffer.
     pub first_launches: HashMap<(String, String), Vec<u8>>,
+    pub stages: ExpectationStages,
+}
+
+/// Where the expectations' seconds went, summed over the templates.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ExpectationStages {
+    pub instantiate_s: f64,
+    /// Writable buffers put back before each launch, to the stream's end.
+    pub reset_s: f64,
+    /// Launches, to their end.
+    pub launch_s: f64,
+    /// Checksums of the compared outputs on the device, after each launch.
+    pub check_s: f64,
+    /// What a template's resets put back: one launch after everything was, and checksums
+    /// of every writable buffer after it and after the template's last launch.
+    pub scope_s: f64,
+    /// Outputs with a checksum not seen before, read back.
+    pub read_s: f64,
+    /// Their SHA-256, a launch's together on the host's cores.
+    pub digest_s: f64,
+    /// Spreads of outputs that differed.
+    pub spread_s: f64,
+    /// The search for the first node that varies.
+    pub search_s: f64,
+    /// Launches timed for the template's speed, their resets included.
+    pub speed_s: f64,
+    /// Templates launched again resetting everything: a launch wrote where the first did not.
+    pub relaunched: u32,
+}
+
+/// Runs `f`, adding its seconds to `into`.
+fn timed<T>(into: &mut f64, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = f();
+    *into += started.elapsed().as_secs_f64();
+    out
 }
 
 /// Launches of templates from the core's state as replay loads it, in the capturing
@@ -135,6 +174,8 @@ pub struct Launcher {
     state: LoadedState,
     stream: Stream,
     checksummer: Checksummer,
+    /// The checksum of each writable buffer as loaded.
+    loaded: Vec<u64>,
 }
 
 impl Launcher {
@@ -143,7 +184,9 @@ impl Launcher {
     pub fn new(ctx: &Context, m: &Manifest) -> Result<Self, KitError> {
         let state = LoadedState::keep(ctx, m, None)?;
         state.fill_unstored(POISON)?;
-        Ok(Self { ctx: ctx.clone(), state, stream: ctx.stream()?, checksummer: Checksummer::new(ctx)? })
+        let (stream, checksummer) = (ctx.stream()?, Checksummer::new(ctx)?);
+        let loaded = state.writable_check(&checksummer)?.run(&stream)?;
+        Ok(Self { ctx: ctx.clone(), state, stream, checksummer, loaded })
     }
 
     pub fn context(&self) -> &Context {
@@ -161,6 +204,22 @@ impl Launcher {
     pub fn read(&self, name: &str) -> Result<Vec<u8>, KitError> {
         Ok(self.state.read(name)?)
     }
+
+    /// The writable buffers that one launch of `exec` from the loaded state changed: all
+    /// that its later launches need put back, unless one writes elsewhere ([`Self::strayed`]).
+    fn scope_of(&self, exec: &GraphExec) -> Result<Scope, KitError> {
+        self.launch_once(exec)?;
+        Ok(Scope::changed(&self.loaded, &self.writable_now()?))
+    }
+
+    /// Whether a writable buffer outside `scope` no longer holds what it was loaded with.
+    fn strayed(&self, scope: &Scope) -> Result<bool, KitError> {
+        Ok(scope.strayed(&self.loaded, &self.writable_now()?))
+    }
+
+    fn writable_now(&self) -> Result<Vec<u64>, KitError> {
+        Ok(self.state.writable_check(&self.checksummer)?.run(&self.stream)?)
+    }
 }
 
 /// A template's launches and what they gave.
@@ -173,6 +232,10 @@ struct Launched<'d> {
 
 /// Launches each template from the core's state as `launching` says and returns its
 /// expectations; a varying output's first launch is stored in the core through `exporter`.
+/// A template's launches after its first put back only the buffers its first changed (a
+/// catalogue's template writes its own batch's cache, and putting every cache back cost
+/// more than the launch); a template that was then seen to change another is launched
+/// again, everything put back each time.
 pub fn expectations(
     launcher: &Launcher,
     exporter: &Exporter,
@@ -183,39 +246,127 @@ pub fn expectations(
     ranks: Option<&Ranks>,
 ) -> Result<Expected, KitError> {
     let m = exporter.manifest();
-    let Launcher { ctx, state, stream, checksummer } = launcher;
+    let Launcher { state, stream, checksummer, .. } = launcher;
     let launching = if ranks.is_some() { launching.fixed() } else { launching };
     let mut launched = Vec::new();
     let mut kernels = VaryingKernels::default();
+    let mut stages = ExpectationStages::default();
     let mut progress = Progress::start("export: launches", Unit::Items("templates"), graphs.len() as u64);
     for (name, graph) in graphs {
-        let exec = graph.instantiate(flags)?;
+        let exec = timed(&mut stages.instantiate_s, || graph.instantiate(flags))?;
         let compared: Vec<&Compared> = declared.compared_after(name).collect();
         let names: Vec<&str> = compared.iter().map(|c| c.buffer.as_str()).collect();
         let check = state.check_of(&names, checksummer)?;
-        let (observed, launches) = observe(state, stream, &exec, &check, compared, launching, ranks)?;
+        let template = Template { exec: &exec, check: &check, compared: &compared, launching, ranks };
+        // A rank's launches wait for its peers', which put back all of theirs.
+        let scope = match ranks {
+            Some(_) => Scope::All,
+            None => timed(&mut stages.scope_s, || launcher.scope_of(&exec))?,
+        };
+        let mut outcome = template.launch(launcher, &scope, &mut stages)?;
+        if timed(&mut stages.scope_s, || launcher.strayed(&scope))? {
+            stages.relaunched += 1;
+            outcome = template.launch(launcher, &Scope::All, &mut stages)?;
+        }
+        let (observed, launches, speed) = outcome;
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
-        // A rank launches its prefixes and times its launches alone, and a collective
-        // kernel waits for its peers: neither is done for a rank of a set. A variation a
-        // kernel already found explains needs no search of its own.
+        // A rank launches its prefixes alone, and a collective kernel waits for its peers:
+        // no search for a rank of a set. A variation a kernel already found explains needs
+        // no search of its own.
         let varies = observed.iter().any(|o| !o.others.is_empty());
         if varies && ranks.is_none() && !kernels.explain(m, name) {
             let search = Search { state, stream, checksummer, launching };
-            if let Some(node) = search.first_varying_node(graph, flags)? {
+            if let Some(node) = timed(&mut stages.search_s, || search.first_varying_node(graph, flags))? {
                 kernels.found(m, name, node);
             }
         }
-        let speed = match ranks {
-            None => Some(time_launches(ctx, &exec, state, stream, TIMED_LAUNCHES)?),
-            Some(_) => None,
-        };
         launched.push(Launched { name, observed, launches, speed });
         progress.advance(1);
     }
     progress.finish();
-    record(exporter, m, launched, &kernels)
+    record(exporter, m, launched, &kernels, stages)
+}
+
+/// One template's executable, its compared outputs and how to launch it.
+struct Template<'t, 'd> {
+    exec: &'t GraphExec,
+    check: &'t RangeCheck<'t>,
+    compared: &'t [&'d Compared],
+    launching: Launching,
+    ranks: Option<&'t Ranks>,
+}
+
+impl<'d> Template<'_, 'd> {
+    /// Its outputs over its launches, each launch after `scope` was put back, the launches
+    /// made, and its speed (for a template of no rank set: a rank launches with its peers).
+    fn launch(
+        &self,
+        launcher: &Launcher,
+        scope: &Scope,
+        stages: &mut ExpectationStages,
+    ) -> Result<(Vec<Observed<'d>>, u32, Option<Speed>), KitError> {
+        let (observed, launches) = self.observe(launcher, scope, stages)?;
+        let Launcher { ctx, state, stream, .. } = launcher;
+        let speed = match self.ranks {
+            None => Some(timed(&mut stages.speed_s, || {
+                time_launches(ctx, self.exec, state, scope, stream, TIMED_LAUNCHES)
+            })?),
+            Some(_) => None,
+        };
+        Ok((observed, launches, speed))
+    }
+
+    /// Each compared output over the launches `launching` says, and the launches made. An
+    /// output is read back at the first launch and whenever its device checksum is new. A
+    /// rank of a set launches with its peers, as replay does: all reset, all launch, all
+    /// finish.
+    fn observe(
+        &self,
+        launcher: &Launcher,
+        scope: &Scope,
+        stages: &mut ExpectationStages,
+    ) -> Result<(Vec<Observed<'d>>, u32), KitError> {
+        let Launcher { state, stream, .. } = launcher;
+        let with_peers = || -> Result<(), KitError> {
+            match self.ranks {
+                Some(ranks) => Ok(ranks.sync_after(stream)?),
+                None => Ok(stream.synchronize()?),
+            }
+        };
+        let mut observed: Vec<Observed> = Vec::new();
+        let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); self.compared.len()];
+        let (mut made, mut quiet) = (0, 0);
+        while self.launching.more(made, quiet) {
+            timed(&mut stages.reset_s, || {
+                state.reset_within(stream, scope)?;
+                with_peers()
+            })?;
+            timed(&mut stages.launch_s, || {
+                self.exec.launch(stream)?;
+                with_peers()
+            })?;
+            let sums = timed(&mut stages.check_s, || self.check.run(stream))?;
+            quiet += 1;
+            let new: Vec<usize> = (0..self.compared.len()).filter(|&i| seen[i].insert(sums[i])).collect();
+            let read = |i: &usize| state.read(&self.compared[*i].buffer);
+            let bytes = timed(&mut stages.read_s, || new.iter().map(read).collect::<Result<Vec<_>, _>>())?;
+            let digests =
+                timed(&mut stages.digest_s, || sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>()));
+            for ((i, bytes), sha256) in new.into_iter().zip(bytes).zip(digests) {
+                match made {
+                    0 => observed.push(Observed::first(self.compared[i], bytes, sha256)),
+                    _ => {
+                        timed(&mut stages.spread_s, || observed[i].again(&bytes, sha256));
+                        quiet = 0;
+                    }
+                }
+            }
+            made += 1;
+        }
+        Ok((observed, made))
+    }
 }
 
 /// The expectations of every template, each varying output stored with its spread.
@@ -224,10 +375,11 @@ fn record(
     m: &Manifest,
     launched: Vec<Launched>,
     kernels: &VaryingKernels,
+    stages: ExpectationStages,
 ) -> Result<Expected, KitError> {
     let sources = spread_sources(&launched);
     let mut expected =
-        Expected { expectations: Vec::new(), varied: Vec::new(), launches: 0, first_launches: HashMap::new() };
+        Expected { expectations: Vec::new(), varied: Vec::new(), launches: 0, first_launches: HashMap::new(), stages };
     for t in &launched {
         expected.launches = expected.launches.max(t.launches);
         let nodes = kernels.nodes_in(m, t.name);
@@ -326,53 +478,6 @@ fn kernel_nodes<'m>(m: &'m Manifest, template: &str) -> impl Iterator<Item = (&'
         NodeOp::Kernel(k) => Some((n.id.as_str(), (k.module.clone(), k.function.clone()))),
         _ => None,
     })
-}
-
-/// Each compared output of `exec`, launched from the loaded state as `launching` says, and
-/// the launches made. An output is read back at the first launch and whenever its device
-/// checksum is new. A rank of a set launches with its peers, as replay does: all reset,
-/// all launch, all finish.
-fn observe<'d>(
-    state: &LoadedState,
-    stream: &Stream,
-    exec: &GraphExec,
-    check: &RangeCheck,
-    compared: Vec<&'d Compared>,
-    launching: Launching,
-    ranks: Option<&Ranks>,
-) -> Result<(Vec<Observed<'d>>, u32), KitError> {
-    let with_peers = || -> Result<(), KitError> {
-        match ranks {
-            Some(ranks) => Ok(ranks.sync_after(stream)?),
-            None => Ok(stream.synchronize()?),
-        }
-    };
-    let mut observed: Vec<Observed> = Vec::new();
-    let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); compared.len()];
-    let (mut made, mut quiet) = (0, 0);
-    while launching.more(made, quiet) {
-        state.reset(stream)?;
-        with_peers()?;
-        exec.launch(stream)?;
-        with_peers()?;
-        let sums = check.run(stream)?;
-        quiet += 1;
-        for (i, c) in compared.iter().enumerate() {
-            if !seen[i].insert(sums[i]) {
-                continue;
-            }
-            let bytes = state.read(&c.buffer)?;
-            match made {
-                0 => observed.push(Observed::first(c, bytes)),
-                _ => {
-                    observed[i].again(&bytes);
-                    quiet = 0;
-                }
-            }
-        }
-        made += 1;
-    }
-    Ok((observed, made))
 }
 
 /// Launches of prefixes of a graph from the loaded state, to find where it varies.
@@ -545,8 +650,8 @@ mod tests {
         let (logits8, logits4) = (compared_as("output/b8/logits"), compared_as("output/b4/logits"));
         let first = f32s(&[1.0, 2.0, 3.0, 4.0]);
         let observed = |c, other: &[f32]| {
-            let mut o = Observed::first(c, first.clone());
-            o.again(&f32s(other));
+            let mut o = Observed::first(c, first.clone(), sha256(&first));
+            o.again(&f32s(other), sha256(&f32s(other)));
             o
         };
         let launched = vec![
@@ -566,6 +671,10 @@ mod tests {
         let sources = spread_sources(&launched);
         let (template, source) = sources[&role_of("output/b16/logits", "b16")];
         assert_eq!((template, source.spread.differing), ("b4", 2));
+    }
+
+    fn sha256(bytes: &[u8]) -> String {
+        sha256_each(&[bytes]).remove(0)
     }
 
     fn f32s(v: &[f32]) -> Vec<u8> {
@@ -588,12 +697,18 @@ mod tests {
         let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let one_ulp = f32::from_bits(2.0f32.to_bits() + 1);
         let three_ulp = f32::from_bits(2.0f32.to_bits() + 3);
-        let mut o = Observed::first(&c, bytes(&[1.0, 2.0]));
-        o.again(&bytes(&[1.0, 2.0]));
+        let launch = |v: &[f32]| (bytes(v), sha256(&bytes(v)));
+        let (first, digest) = launch(&[1.0, 2.0]);
+        let mut o = Observed::first(&c, first, digest);
+        let again = |o: &mut Observed, v: &[f32]| {
+            let (b, d) = launch(v);
+            o.again(&b, d)
+        };
+        again(&mut o, &[1.0, 2.0]);
         assert!(o.others.is_empty(), "the same bytes again");
-        o.again(&bytes(&[1.0, one_ulp]));
-        o.again(&bytes(&[1.0, three_ulp]));
-        o.again(&bytes(&[1.0, one_ulp]));
+        again(&mut o, &[1.0, one_ulp]);
+        again(&mut o, &[1.0, three_ulp]);
+        again(&mut o, &[1.0, one_ulp]);
         assert_eq!(o.others.len(), 2);
         assert_eq!((o.spread.max_ulp, o.spread.differing, o.spread.elements), (3, 1, 2));
         assert_eq!(o.spread.differing_fraction(), 0.5);

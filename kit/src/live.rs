@@ -28,7 +28,7 @@ use crate::{
     collectives,
     declare::{declare, Tensor},
     errors::KitError,
-    launches::{expectations, Launcher, Launching, Varied},
+    launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
     outside::{self, Suspect},
 };
 
@@ -158,6 +158,7 @@ pub struct Exported {
     pub zero_check_s: f64,
     pub snapshot_stages: WriteStages,
     pub expectations_s: f64,
+    pub expectation_stages: ExpectationStages,
     pub finish_s: f64,
     pub export_s: f64,
 }
@@ -275,6 +276,7 @@ pub fn export(
         zero_check_s: snapshot.zero_check_s,
         snapshot_stages: snapshot.stages,
         expectations_s,
+        expectation_stages: expected.stages,
         finish_s,
         export_s: started.elapsed().as_secs_f64(),
     })

@@ -19,7 +19,7 @@ use gnomon_core::{
     cuda::{ArenaMapping, Context, CudaError, Event, Function, GraphExec, Module, RetainedGraph, Stream},
     errors::ReplayError,
     export::{Exporter, ModuleImage},
-    replay::{time_launches, LoadedState, POISON, TIMED_LAUNCHES},
+    replay::{time_launches, LoadedState, Scope, POISON, TIMED_LAUNCHES},
     translate::{set_function_attributes, Instantiate},
 };
 use gnomon_fixtures::{
@@ -421,7 +421,10 @@ fn time_templates(
     let mut speeds = HashMap::new();
     for (name, flags, graph) in templates {
         let exec = graph.instantiate(*flags).map_err(blocked("instantiate to time"))?;
-        speeds.insert(name.clone(), time_launches(ctx, &exec, state, &stream, TIMED_LAUNCHES).map_err(timing)?);
+        speeds.insert(
+            name.clone(),
+            time_launches(ctx, &exec, state, &Scope::All, &stream, TIMED_LAUNCHES).map_err(timing)?,
+        );
     }
     Ok(speeds)
 }

@@ -13,6 +13,29 @@ use crate::{
 };
 use gnomon_format::{Buffer, BufferContents, BufferRole, Manifest};
 
+/// Which writable buffers a reset puts back: all of them, or those a template was seen to
+/// change (positions in the order of [`LoadedState::writable_check`]'s sums). A template
+/// of a serving catalogue writes its own batch's cache, a few percent of the catalogue's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Only(Vec<usize>),
+}
+
+impl Scope {
+    /// The buffers whose sums differ between `loaded` and `now`, two runs of one writable
+    /// check.
+    pub fn changed(loaded: &[u64], now: &[u64]) -> Self {
+        Self::Only((0..loaded.len().min(now.len())).filter(|&i| loaded[i] != now[i]).collect())
+    }
+
+    /// Whether `now` differs from `loaded` anywhere outside this scope.
+    pub fn strayed(&self, loaded: &[u64], now: &[u64]) -> bool {
+        let Scope::Only(which) = self else { return false };
+        (0..loaded.len().min(now.len())).any(|i| loaded[i] != now[i] && !which.contains(&i))
+    }
+}
+
 /// The mapped arena and a device copy of each writable (non-weight) buffer as loaded, so
 /// a reset costs what templates can write, not the arena.
 pub struct LoadedState {
@@ -62,9 +85,18 @@ impl LoadedState {
 
     /// Enqueues the copies that put every writable buffer back as loaded.
     pub fn reset(&self, stream: &Stream) -> Result<(), ReplayError> {
-        for (b, copy) in &self.writable {
+        self.reset_within(stream, &Scope::All)
+    }
+
+    /// Enqueues the copies that put the writable buffers of `scope` back as loaded.
+    pub fn reset_within(&self, stream: &Stream, scope: &Scope) -> Result<(), ReplayError> {
+        let put_back = |(b, copy): &(Buffer, DeviceBuffer)| {
             // SAFETY: as in `keep`, in the other direction.
-            unsafe { stream.copy(self.base + b.offset, copy.ptr(), b.size) }?;
+            unsafe { stream.copy(self.base + b.offset, copy.ptr(), b.size) }
+        };
+        match scope {
+            Scope::All => self.writable.iter().try_for_each(put_back)?,
+            Scope::Only(which) => which.iter().filter_map(|&i| self.writable.get(i)).try_for_each(put_back)?,
         }
         Ok(())
     }
@@ -86,7 +118,8 @@ impl LoadedState {
     }
 
     /// A check that sums a checksum of every writable buffer on the device: whether two
-    /// launches left the same state, without reading it back.
+    /// launches left the same state, without reading it back. Its sums come in the order
+    /// [`Scope::Only`] counts the writable buffers in.
     pub fn writable_check<'c>(&self, checksummer: &'c Checksummer) -> Result<RangeCheck<'c>, ReplayError> {
         let ranges: Vec<(u64, u64)> = self.writable.iter().map(|(b, _)| (self.base + b.offset, b.size)).collect();
         // SAFETY: buffers of the arena, mapped while this state lives.
@@ -110,5 +143,23 @@ impl LoadedState {
 
     fn buffer(&self, name: &str) -> Result<&Buffer, ReplayError> {
         Ok(self.buffers.get(name).ok_or_else(|| CudaError::Unsupported(format!("the core has no buffer `{name}`")))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scope;
+
+    /// A template's resets put back what its first launch changed; a later launch that
+    /// changed anything else strays, one that changed less does not.
+    #[test]
+    fn a_scope_is_what_changed_and_a_change_elsewhere_strays() {
+        let loaded = [10, 20, 30, 40];
+        let scope = Scope::changed(&loaded, &[10, 21, 30, 41]);
+        assert_eq!(scope, Scope::Only(vec![1, 3]));
+        assert!(!scope.strayed(&loaded, &[10, 22, 30, 40]), "less than the first launch changed");
+        assert!(scope.strayed(&loaded, &[11, 21, 30, 41]), "buffer 0 changed");
+        assert!(!Scope::All.strayed(&loaded, &[0, 0, 0, 0]), "everything is put back");
+        assert_eq!(Scope::changed(&loaded, &loaded), Scope::Only(vec![]));
     }
 }

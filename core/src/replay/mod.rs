@@ -26,7 +26,7 @@ use bytesize::ByteSize;
 
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
-pub use loaded::LoadedState;
+pub use loaded::{LoadedState, Scope};
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
@@ -270,7 +270,10 @@ fn time_recorded(
     let mut speeds = Vec::new();
     for (template, exec) in core.manifest().templates.iter().zip(plan.executables()) {
         if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
-            speeds.push((template.name.clone(), time_launches(ctx, exec, arena, &stream, recorded.launches)?));
+            speeds.push((
+                template.name.clone(),
+                time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?,
+            ));
         }
     }
     Ok(speeds)

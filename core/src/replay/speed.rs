@@ -3,7 +3,7 @@
 //! process (the kit) and qualification measures a restored template with this same
 //! function, so the two figures differ only by what the restore changed.
 
-use super::LoadedState;
+use super::{LoadedState, Scope};
 use crate::{
     cuda::{Context, GraphExec, Stream},
     errors::ReplayError,
@@ -15,8 +15,8 @@ pub const TIMED_LAUNCHES: u32 = *gnomon_format::validate::SPEED_LAUNCHES.start()
 /// Launches before the timed ones, so caches and clocks have settled.
 const WARM_UP: u32 = 3;
 
-/// `launches` launches of `exec`, each after `state` was reset (not timed), after a
-/// warm-up. Every launch is enqueued behind the last and the host waits once, at the end,
+/// `launches` launches of `exec`, each after the writable buffers of `scope` were reset
+/// (not timed), after a warm-up. Every launch is enqueued behind the last and the host waits once, at the end,
 /// so each pair of events brackets the device's time alone. Timed one at a time, the
 /// host's launch would count too, and in a process CUPTI watches (the kit's) that made
 /// the same graph 5-10 % slower while its device time stayed within 1 %
@@ -25,13 +25,14 @@ pub fn time_launches(
     ctx: &Context,
     exec: &GraphExec,
     state: &LoadedState,
+    scope: &Scope,
     stream: &Stream,
     launches: u32,
 ) -> Result<Speed, ReplayError> {
     let mut events = Vec::with_capacity((WARM_UP + launches) as usize);
     for _ in 0..WARM_UP + launches {
         let (start, end) = (ctx.event()?, ctx.event()?);
-        state.reset(stream)?;
+        state.reset_within(stream, scope)?;
         stream.record(&start)?;
         exec.launch(stream)?;
         stream.record(&end)?;
