@@ -2,7 +2,9 @@
 //! full-size model's export take minutes, and a silent prompt looks hung. On a terminal a
 //! bar is redrawn in place (indicatif); otherwise (a log, CI) a plain line every few
 //! seconds and one at the end. A stage shorter than a moment says nothing, and nothing is
-//! said once the process asked for quiet.
+//! said once the process asked for quiet. A case's child process, whose output the runner
+//! keeps for the report, writes its lines to the file [`RELAY_FILE_ENV`] names, which the
+//! runner reads while it waits and says on its own standard error.
 
 use std::{
     io::{IsTerminal, Write},
@@ -18,6 +20,9 @@ const FIRST: Duration = Duration::from_secs(2);
 const EVERY: Duration = Duration::from_secs(5);
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Names the file a child process appends its plain lines to, for its runner to relay.
+pub const RELAY_FILE_ENV: &str = "GNOMON_PROGRESS_FILE";
 
 /// Whether the stages this process starts from now on say nothing (`gnomon export
 /// --quiet`, the kit's `export(progress=False)`).
@@ -59,7 +64,7 @@ pub struct Progress {
 enum Shown {
     Waiting { terminal: bool },
     Bar(ProgressBar),
-    Lines(Lines<std::io::Stderr>),
+    Lines(Lines<Box<dyn Write + Send>>),
     Nothing,
 }
 
@@ -68,7 +73,7 @@ impl Progress {
     pub fn start(stage: &'static str, unit: Unit, total: u64) -> Self {
         let shown = match QUIET.load(Ordering::Relaxed) {
             true => Shown::Nothing,
-            false => Shown::Waiting { terminal: std::io::stderr().is_terminal() },
+            false => Shown::Waiting { terminal: relay_file().is_none() && std::io::stderr().is_terminal() },
         };
         Self { stage, unit, total, done: 0, started: Instant::now(), shown }
     }
@@ -80,7 +85,7 @@ impl Progress {
             if elapsed < FIRST {
                 return;
             }
-            self.shown = if terminal { Shown::Bar(self.bar()) } else { Shown::Lines(Lines::new(std::io::stderr())) };
+            self.shown = if terminal { Shown::Bar(self.bar()) } else { Shown::Lines(Lines::new(plain_out())) };
         }
         let said = self.said();
         match &mut self.shown {
@@ -95,7 +100,7 @@ impl Progress {
         match self.shown {
             Shown::Bar(bar) => {
                 bar.finish_and_clear();
-                Lines::new(std::io::stderr()).end(&said, elapsed);
+                Lines::new(plain_out()).end(&said, elapsed);
             }
             Shown::Lines(mut lines) => lines.end(&said, elapsed),
             Shown::Waiting { .. } | Shown::Nothing => {}
@@ -116,6 +121,20 @@ impl Progress {
         let bar = ProgressBar::new(self.total).with_style(style).with_prefix(self.stage);
         bar.set_position(self.done);
         bar
+    }
+}
+
+fn relay_file() -> Option<std::ffi::OsString> {
+    std::env::var_os(RELAY_FILE_ENV).filter(|path| !path.is_empty())
+}
+
+/// Where plain lines go: the relay file when the runner named one (standard error if it
+/// cannot be opened), standard error otherwise.
+fn plain_out() -> Box<dyn Write + Send> {
+    let relay = relay_file().and_then(|path| std::fs::OpenOptions::new().append(true).open(path).ok());
+    match relay {
+        Some(file) => Box::new(file),
+        None => Box::new(std::io::stderr()),
     }
 }
 
@@ -193,14 +212,17 @@ impl<W: Write> Lines<W> {
 mod tests {
     use super::*;
 
-    /// The plain form of a 16 GiB snapshot at 0.6 GiB/s and of 19 templates' launches,
-    /// ticked every half second as a stage would: a line at 2 s, then every 5 s, then the end.
+    /// The plain form of an export's 16 GiB snapshot at 0.6 GiB/s and its 19 templates'
+    /// launches, and of a qualification's replay (what its runner relays), ticked every half
+    /// second as a stage would: a line at 2 s, then every 5 s, then the end.
     #[test]
     fn plain_lines_of_a_long_stage() {
         let mut out = Vec::new();
         for (stage, unit, total, per_second) in [
             ("export: snapshot", Unit::Bytes, 16u64 << 30, 0.6 * (1u64 << 30) as f64),
             ("export: launches", Unit::Items("templates"), 19, 0.25),
+            ("replay: launches", Unit::Items("launches"), 35, 4.0),
+            ("replay: speed", Unit::Items("templates"), 35, 1.5),
         ] {
             let mut lines = Lines::new(&mut out);
             let mut said = Said { stage, unit, done: 0, total };

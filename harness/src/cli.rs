@@ -206,6 +206,10 @@ pub struct QualifyArgs {
     /// with fewer GPUs than ranks), instead of rank R on GPU R.
     #[arg(long)]
     pub ranks_on_one_gpu: bool,
+    /// Say nothing of how far a long stage of a restore is (its launches, its speed), and
+    /// one character per case instead of a line.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 impl QualifyArgs {
@@ -234,7 +238,7 @@ impl QualifyArgs {
             .as_deref()
             .and_then(|p| p.file_stem())
             .map_or("qualify".into(), |s| s.to_string_lossy().into_owned());
-        let libtest = libtest_mimic::Arguments { list: self.list, ..Default::default() };
+        let libtest = libtest_mimic::Arguments { list: self.list, quiet: self.quiet, ..Default::default() };
         Ok(RunConfig {
             source: CaseSource::Given { cases, subject },
             report_dir: self.report_dir,

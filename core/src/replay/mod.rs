@@ -44,6 +44,7 @@ use gnomon_format::{
 use crate::{
     cuda::{load_on_threads, ArenaMapping, Context, Function, GraphExec, Module, Overlap, RetainedGraph, Stream},
     errors::ReplayError,
+    progress::{Progress, Unit},
     translate,
 };
 
@@ -227,7 +228,7 @@ fn restore_and_launch(
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let restored = Restored { ctx, core, arena: &arena, plan: &plan, checksummer: &checksummer, ranks: ranks.as_ref() };
-    let launched = launch_all(&restored, launches.each.max(1), stages)?;
+    let launched = launch_all(&restored, launches.each.max(1), "replay: launches", stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || time_recorded(ctx, core, &arena, &plan))?,
@@ -238,7 +239,8 @@ fn restore_and_launch(
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
-        repoisoned = launch_all(&restored, 1, &mut Stages::default())?.outputs;
+        repoisoned =
+            launch_all(&restored, 1, "replay: launches under a second poison", &mut Stages::default())?.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
@@ -266,16 +268,20 @@ fn time_recorded(
     arena: &LoadedState,
     plan: &ReplayPlan<GraphExec>,
 ) -> Result<Vec<(String, Speed)>, ReplayError> {
-    let (expected, stream) = (core.manifest().expectations_by_template(), ctx.stream()?);
+    let (m, stream) = (core.manifest(), ctx.stream()?);
+    let expected = m.expectations_by_template();
+    let mut progress = Progress::start("replay: speed", Unit::Items("templates"), m.templates.len() as u64);
     let mut speeds = Vec::new();
-    for (template, exec) in core.manifest().templates.iter().zip(plan.executables()) {
+    for (template, exec) in m.templates.iter().zip(plan.executables()) {
         if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
             speeds.push((
                 template.name.clone(),
                 time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?,
             ));
         }
+        progress.advance(1);
     }
+    progress.finish();
     Ok(speeds)
 }
 
@@ -600,9 +606,11 @@ struct Launched {
 /// weight changed (a check reads every weight: one per launch would cost more than the
 /// restore). A rank of a set with peers launches with the others: all reset, then all
 /// launch, then all finish, before anyone resets again.
-fn launch_all(r: &Restored, launches: u32, stages: &mut Stages) -> Result<Launched, ReplayError> {
+fn launch_all(r: &Restored, launches: u32, stage: &'static str, stages: &mut Stages) -> Result<Launched, ReplayError> {
     let Restored { ctx, core, arena, plan, checksummer, ranks } = *r;
     let (m, stream) = (core.manifest(), ctx.stream()?);
+    let total = m.templates.len() as u64 * u64::from(launches);
+    let mut progress = Progress::start(stage, Unit::Items("launches"), total);
     let weights = stages.time(Stage::WeightsCheck, || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
@@ -627,7 +635,9 @@ fn launch_all(r: &Restored, launches: u32, stages: &mut Stages) -> Result<Launch
         stages.time(Stage::ReadOutputs, || {
             read_outputs(expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
         })?;
+        progress.advance(1);
     }
+    progress.finish();
     stages.template = None;
     stages.time(Stage::WeightsCheck, || match weights.changed(&stream)? {
         changed if changed.is_empty() => Ok(()),

@@ -74,6 +74,17 @@ fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
 }
 
+/// A progress line of a running child: in place of the running case's line on a
+/// terminal, a line of its own otherwise.
+pub fn relay(line: &str) {
+    let line = printable(line);
+    let mut err = std::io::stderr().lock();
+    let _ = match err.is_terminal() {
+        true => write!(err, "\r\x1b[2K{line}").and_then(|()| err.flush()),
+        false => writeln!(err, "{line}"),
+    };
+}
+
 /// A line on a terminal that says which isolated case is running and how far the family
 /// has come; nothing at all when standard error is a file or a pipe.
 pub struct Progress {

@@ -54,6 +54,7 @@ pub struct RunConfig {
 
 /// Runs the catalogue and returns the process exit code.
 pub fn run(config: RunConfig) -> i32 {
+    gnomon_core::progress::set_quiet(config.libtest.quiet);
     let (mut cases, subject) = match config.source {
         CaseSource::Catalogue(options) => (
             catalogue(options),
@@ -138,7 +139,7 @@ pub fn run(config: RunConfig) -> i32 {
     }
     let policy = Arc::new(Policy {
         batches: BatchRecords::default(),
-        child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout },
+        child: ChildSpec { exe: config.child_exe.clone(), timeout: config.case_timeout, relay: !config.libtest.quiet },
         retries: config.retries,
         gpu: Mutex::new(()),
         expectations: config.expectations,

@@ -16,7 +16,7 @@ use gnomon_reports::{exit_codes, CaseRecord, Status};
 use nix::sys::signal::Signal;
 use wait_timeout::ChildExt;
 
-use super::signal;
+use super::{console, relay::ProgressFile, signal};
 
 /// Bytes of a child's output kept in the report: the start (where a panic message is)
 /// and the end (where the last words are).
@@ -28,6 +28,8 @@ const OUTPUT_TAIL: u64 = 4 * 1024;
 pub struct ChildSpec {
     pub exe: std::path::PathBuf,
     pub timeout: Duration,
+    /// Whether a child's progress lines are said while it runs (not with `--quiet`).
+    pub relay: bool,
 }
 
 /// Runs `case`; `None` when the run was cancelled before the case had a result.
@@ -95,13 +97,25 @@ enum ChildEnd {
 /// How often a waiting runner looks for a cancellation.
 const POLL: Duration = Duration::from_millis(100);
 
-/// A started child: its process group, where it writes its result, and its output.
+/// A started child: its process group, where it writes its result, its output and its
+/// progress.
 struct Running {
     child: std::process::Child,
     group: signal::Group,
     result_file: tempfile::NamedTempFile,
     output: fs::File,
+    progress: ProgressFile,
     ended: Option<ChildEnd>,
+}
+
+impl Running {
+    /// Says the progress lines the child added since the last look.
+    fn relay(&mut self, spec: &ChildSpec) {
+        let lines = self.progress.new_lines();
+        if spec.relay {
+            lines.iter().for_each(|line| console::relay(line));
+        }
+    }
 }
 
 /// Starts `gnomon ARGS --result-file FILE` for each entry at once and waits for all,
@@ -114,7 +128,9 @@ fn run_together(args: &[Vec<String>], spec: &ChildSpec) -> Vec<ChildEnd> {
         let cancelled = signal::cancelled();
         let late = Instant::now() >= deadline;
         for r in running.iter_mut().flatten().filter(|r| r.ended.is_none()) {
-            if let Ok(Some(status)) = r.child.wait_timeout(POLL / args.len() as u32) {
+            let waited = r.child.wait_timeout(POLL / args.len() as u32);
+            r.relay(spec);
+            if let Ok(Some(status)) = waited {
                 r.ended = Some(finished(r, status));
             } else if cancelled {
                 end(&mut r.child, &r.group);
@@ -141,6 +157,7 @@ fn start(args: &[String], spec: &ChildSpec) -> Result<Running, ChildEnd> {
     };
     let result_file = tempfile::NamedTempFile::new().map_err(|e| blocked("no result file", e))?;
     let output = tempfile::tempfile().map_err(|e| blocked("no output file", e))?;
+    let progress = ProgressFile::new().map_err(|e| blocked("no progress file", e))?;
     let (stdout, stderr) = match (output.try_clone(), output.try_clone()) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return Err(blocked("no output file", e)),
@@ -152,11 +169,12 @@ fn start(args: &[String], spec: &ChildSpec) -> Result<Running, ChildEnd> {
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
+        .env(gnomon_core::progress::RELAY_FILE_ENV, progress.path())
         .process_group(0)
         .spawn()
         .map_err(|e| blocked(&format!("could not start {}", spec.exe.display()), e))?;
     let group = signal::Group::register(child.id());
-    Ok(Running { child, group, result_file, output, ended: None })
+    Ok(Running { child, group, result_file, output, progress, ended: None })
 }
 
 fn finished(r: &mut Running, status: std::process::ExitStatus) -> ChildEnd {
