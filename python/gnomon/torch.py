@@ -112,7 +112,51 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
     _arena["routing"].__enter__()
     atexit.register(_leave_arena)
     _capture_into_arena(torch.cuda.graphs.CUDAGraph)
+    _refuse_graph_trees(torch)
     return mapped
+
+
+#: Why a port compiled with CUDA graph trees is refused, and what to do instead.
+_GRAPH_TREES_REFUSED = (
+    "gnomon.torch: torch.compile with CUDA graphs (mode='reduce-overhead' or 'max-autotune', or "
+    "options={'triton.cudagraphs': True}) records CUDA graph trees: Inductor captures each graph into a "
+    "memory pool it manages itself, checkpointing the allocator between graphs, and replays it through "
+    "its own wrapper, which copies the inputs into tensors only it knows, so no core can name the graphs "
+    "and their tensors. Compile without CUDA graphs (the default mode, or "
+    "mode='max-autotune-no-cudagraphs') and capture the compiled step yourself, one graph per batch size: "
+    "torch.cuda.graph(g, pool=gnomon.torch.graph_pool()), as vLLM and SGLang do "
+    "(python/ports/decode.py --mode compiled)")
+
+
+def _graph_trees(mode, options):
+    """Whether ``torch.compile(mode=mode, options=options)`` captures CUDA graph trees:
+    the modes whose options turn ``triton.cudagraphs`` on, or options that do."""
+    return mode in ("reduce-overhead", "max-autotune") or bool((options or {}).get("triton.cudagraphs"))
+
+
+def _refuse_graph_trees(torch):
+    """Under the arena, ``torch.compile`` with CUDA graph trees is refused when it is
+    called, before anything is compiled or captured (see ``_GRAPH_TREES_REFUSED``); a
+    tree's capture is refused too, for a program that turned the trees on another way
+    (``torch._inductor.config``)."""
+    compile_ = torch.compile
+
+    def compile_in_arena(model=None, *args, mode=None, options=None, **kwargs):
+        if _graph_trees(mode, options):
+            raise RuntimeError(_GRAPH_TREES_REFUSED)
+        return compile_(model, *args, mode=mode, options=options, **kwargs)
+
+    torch.compile = compile_in_arena
+
+
+def _called_from_graph_trees():
+    """Whether Inductor's CUDA graph trees are among the callers of the caller."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "torch._inductor.cudagraph_trees":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _capture_into_arena(graph_class):
@@ -126,6 +170,8 @@ def _capture_into_arena(graph_class):
     capture_begin, new = graph_class.capture_begin, graph_class.__new__
 
     def capture_begin_in_arena(self, pool=None, *args, **kwargs):
+        if _called_from_graph_trees():
+            raise RuntimeError(_GRAPH_TREES_REFUSED)
         return capture_begin(self, _arena_pool(pool), *args, **kwargs)
 
     def keeping_its_graph(cls, keep_graph=True):

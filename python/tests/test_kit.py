@@ -199,61 +199,84 @@ def test_the_arena_says_its_bytes_by_standing():
         _native.arena_stats()
 
 
+class FakeTorch:
+    """PyTorch's CUDA memory and graph classes as the kit uses them, recording the pools
+    made and the ones routed to; ``compile`` says how it was called."""
+
+    def __init__(self):
+        import types
+
+        made, entered = self.made, self.entered = [], []
+
+        class Pool:
+            def __init__(self, allocator):
+                self.allocator, self.id = allocator, (0, len(made) + 1)
+                made.append(self)
+
+        class Routing:
+            def __init__(self, pool):
+                self.pool = pool
+
+            def __enter__(self):
+                entered.append(self.pool)
+
+            def __exit__(self, *exc):
+                entered.remove(self.pool)
+
+        class Pluggable:
+            def __init__(self, library, malloc, free):
+                self.entry_points = (malloc, free)
+
+            def allocator(self):
+                return self.entry_points
+
+        class Graph:
+            def __new__(cls, keep_graph=False):
+                made = super().__new__(cls)
+                made.keep_graph, made.pools = keep_graph, []
+                return made
+
+            def capture_begin(self, pool=None, capture_error_mode="global"):
+                self.pools.append(pool)
+
+        self.Graph = Graph
+        self.cuda = types.SimpleNamespace(is_initialized=lambda: False, MemPool=Pool, use_mem_pool=Routing,
+                                          graph_pool_handle=lambda: "pytorch's own",
+                                          graphs=types.SimpleNamespace(CUDAGraph=Graph),
+                                          memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable))
+
+    def compile(self, model=None, **kwargs):
+        return ("compiled", model, kwargs)
+
+
+def arena_over(monkeypatch, torch):
+    """``use_arena`` over ``torch`` without a GPU: returns what it registered for exit."""
+    import gnomon.torch as gt
+
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(gt, "_arena", {})
+    monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device, shareable: size)
+    at_exit = []
+    monkeypatch.setattr(gt.atexit, "register", at_exit.append)
+    assert gt.use_arena("1GiB") == 1 << 30
+    return at_exit
+
+
 def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatch):
     """use_arena routes this thread's tensors to one MemPool over the kit's allocator and
     hands captures the other (a capture may not allocate to its thread's own pool, and a
     graph's freed blocks must not go to eager tensors); without an arena, graph_pool is
     PyTorch's own, so a port runs either way."""
-    import types
-
     import gnomon.torch as gt
 
-    made, entered = [], []
-
-    class Pool:
-        def __init__(self, allocator):
-            self.allocator, self.id = allocator, (0, len(made) + 1)
-            made.append(self)
-
-    class Routing:
-        def __init__(self, pool):
-            self.pool = pool
-
-        def __enter__(self):
-            entered.append(self.pool)
-
-        def __exit__(self, *exc):
-            entered.remove(self.pool)
-
-    class Pluggable:
-        def __init__(self, library, malloc, free):
-            self.entry_points = (malloc, free)
-
-        def allocator(self):
-            return self.entry_points
-
-    class Graph:
-        def __new__(cls, keep_graph=False):
-            made = super().__new__(cls)
-            made.keep_graph, made.pools = keep_graph, []
-            return made
-
-        def capture_begin(self, pool=None, capture_error_mode="global"):
-            self.pools.append(pool)
-
-    cuda = types.SimpleNamespace(is_initialized=lambda: False, MemPool=Pool, use_mem_pool=Routing,
-                                 graph_pool_handle=lambda: "pytorch's own",
-                                 graphs=types.SimpleNamespace(CUDAGraph=Graph),
-                                 memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable))
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    torch = FakeTorch()
+    made, entered, Graph = torch.made, torch.entered, torch.Graph
+    monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setattr(gt, "_arena", {})
     assert gt.graph_pool() == "pytorch's own"
     with gt.outside_arena():  # without an arena, nothing to leave (and no GPU touched)
         assert entered == []
-    monkeypatch.setattr(gt._native, "use_arena", lambda base, size, device, shareable: size)
-    at_exit = []
-    monkeypatch.setattr(gt.atexit, "register", at_exit.append)
-    assert gt.use_arena("1GiB") == 1 << 30
+    at_exit = arena_over(monkeypatch, torch)
     tensors, graphs = made
     assert entered == [tensors]
     assert tensors.allocator == graphs.allocator == ("gnomon_torch_malloc", "gnomon_torch_free")
@@ -284,6 +307,29 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     for leave in at_exit:
         leave()
     assert entered == []
+
+
+def test_cuda_graph_trees_are_refused_before_anything_is_captured(monkeypatch):
+    """Under the arena, torch.compile with CUDA graphs is refused when it is called, saying
+    what to do instead; without them it compiles as before. A capture that Inductor's
+    graph trees begin some other way is refused too, before it begins."""
+    import gnomon.torch as gt
+
+    torch = FakeTorch()
+    arena_over(monkeypatch, torch)
+    for refused in ({"mode": "reduce-overhead"}, {"mode": "max-autotune"}, {"options": {"triton.cudagraphs": True}}):
+        with pytest.raises(RuntimeError, match=r"records CUDA graph trees.*graph_pool\(\)"):
+            torch.compile("step", **refused)
+    for compiled in ({}, {"mode": "max-autotune-no-cudagraphs"}, {"options": {"triton.cudagraphs": False}}):
+        assert torch.compile("step", **compiled) == ("compiled", "step", {"mode": None, "options": None} | compiled)
+    g = torch.Graph()
+    trees = {"__name__": "torch._inductor.cudagraph_trees"}
+    exec("def record(graph):\n    graph.capture_begin(None)", trees)
+    with pytest.raises(RuntimeError, match="records CUDA graph trees"):
+        trees["record"](g)
+    assert g.pools == [], "refused before the capture began"
+    g.capture_begin(None)
+    assert len(g.pools) == 1, "a capture of the program's own goes on"
 
 
 def test_the_kit_refuses_to_start_after_cuda(monkeypatch):
