@@ -166,19 +166,20 @@ def _capture_into_arena(graph_class):
     pool of its own, made at its first capture, so captures that shared a pool share one
     and a capture given none has one to itself, as without the kit. A ``CUDAGraph`` made
     without ``keep_graph`` keeps its graph (it is instantiated at its first replay
-    instead of at the capture's end), for export reads it."""
-    capture_begin, new = graph_class.capture_begin, graph_class.__new__
+    instead of at the capture's end), for export reads it: PyTorch's binding takes
+    ``keep_graph`` in ``__init__`` (its ``__new__`` passes it on to a base that ignores it)."""
+    capture_begin, init = graph_class.capture_begin, graph_class.__init__
 
     def capture_begin_in_arena(self, pool=None, *args, **kwargs):
         if _called_from_graph_trees():
             raise RuntimeError(_GRAPH_TREES_REFUSED)
         return capture_begin(self, _arena_pool(pool), *args, **kwargs)
 
-    def keeping_its_graph(cls, keep_graph=True):
-        return new(cls, keep_graph)
+    def keeping_its_graph(self, keep_graph=True):
+        init(self, keep_graph)
 
     graph_class.capture_begin = capture_begin_in_arena
-    graph_class.__new__ = staticmethod(keeping_its_graph)
+    graph_class.__init__ = keeping_its_graph
 
 
 def _arena_pool(pool):

@@ -53,7 +53,7 @@ def main():
     step = torch.compile(model)
     with torch.no_grad():
         y = step(x)
-        g = torch.cuda.CUDAGraph()
+        g = torch.cuda.CUDAGraph()  # as vLLM makes them: the arena keeps its graph
         with torch.cuda.graph(g, pool=gt.graph_pool()):
             y = step(x)
     summary = gt.export({"b8": g}, os.path.join(out, "compiled"), weights=model, inputs={"x": x},

@@ -230,11 +230,19 @@ class FakeTorch:
             def allocator(self):
                 return self.entry_points
 
-        class Graph:
+        class Binding:
+            """PyTorch's pybind11 ``_CUDAGraph``: ``__new__`` ignores its arguments,
+            ``__init__`` takes ``keep_graph``."""
+
+            def __new__(cls, *args, **kwargs):
+                return object.__new__(cls)
+
+            def __init__(self, keep_graph=False):
+                self.keep_graph, self.pools = keep_graph, []
+
+        class Graph(Binding):
             def __new__(cls, keep_graph=False):
-                made = super().__new__(cls)
-                made.keep_graph, made.pools = keep_graph, []
-                return made
+                return super().__new__(cls, keep_graph)
 
             def capture_begin(self, pool=None, capture_error_mode="global"):
                 self.pools.append(pool)
