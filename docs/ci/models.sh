@@ -34,6 +34,9 @@ python3 python/ports/missed.py "$(mktemp -d)/missed" > "$out/missed.txt"
 # A graph reading a tensor made under outside_arena() must be refused, naming the node;
 # one reading only the arena exports while such a tensor is alive.
 python3 -m gnomon.torch python/ports/outside.py "$(mktemp -d)" > "$out/outside.txt"
+# torch.compile with CUDA graph trees must be refused before anything is captured, and the
+# same model compiled without them and captured into graph_pool() must export.
+python3 -m gnomon.torch python/ports/graph_trees.py "$(mktemp -d)" > "$out/graph-trees.txt"
 
 gnomon validate "$cores"/* > "$out/validate.txt"
 status=0
