@@ -1,7 +1,8 @@
 //! What the host does with the outputs of each launch (issue 45). The export: a 64 MiB
 //! bf16 output (a large batch's cache) taken as a first launch, then a launch that differs
-//! in one element widening its spread; the first is what every output costs, the second
-//! only an output that varies. Replay: a template's outputs (64 buffers of 8 MiB, a
+//! in one element widening its spread, and then one that differs in every fourth element
+//! (as an `index_add_` combine's output does, launch after launch); the first is what
+//! every output costs, the others only an output that varies. Replay: a template's outputs (64 buffers of 8 MiB, a
 //! cache's layers) digested one by one and together on the host's cores.
 //! `cargo bench -p gnomon-format --bench outputs`.
 
@@ -18,6 +19,8 @@ fn spread(c: &mut Criterion) {
     let first: Vec<u8> = (0..BYTES).map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 & 0x3f).collect();
     let mut other = first.clone();
     other[BYTES / 2] ^= 1;
+    let mut everywhere = first.clone();
+    everywhere.iter_mut().step_by(8).for_each(|b| *b ^= 1);
     let mut group = c.benchmark_group("output-64MiB-bf16");
     group.throughput(Throughput::Bytes(BYTES as u64)).sample_size(10);
     group.bench_function("first-launch", |b| b.iter(|| Spread::of_first(Element::Bfloat16, &first)));
@@ -26,6 +29,14 @@ fn spread(c: &mut Criterion) {
             let mut s = Spread::of_first(Element::Bfloat16, &first);
             s.add(&first, &other);
             s.envelope()
+        })
+    });
+    let mut widened = Spread::of_first(Element::Bfloat16, &first);
+    widened.add(&first, &other);
+    group.bench_function("a-launch-differing-in-every-fourth-element", |b| {
+        b.iter(|| {
+            widened.add(&first, &everywhere);
+            widened.envelope()
         })
     });
     group.finish();

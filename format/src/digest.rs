@@ -4,10 +4,7 @@
 //! read them (XXH3-128 was chosen by measurement on the H200 runner: `docs/driver-facts.md`).
 //! A [`Piece`] is what is verified by itself: a whole v1/v2 file or one v3 chunk.
 
-use std::{
-    ops::Range,
-    sync::atomic::{AtomicUsize, Ordering},
-};
+use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 use xxhash_rust::xxh3::Xxh3;
@@ -169,26 +166,9 @@ const ALONE_BELOW: usize = 16 << 20;
 /// cache being gigabytes, where one thread hashes about 1.6 GB/s.
 pub fn sha256_each(outputs: &[&[u8]]) -> Vec<String> {
     let bytes: usize = outputs.iter().map(|o| o.len()).sum();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(outputs.len());
-    if threads <= 1 || bytes < ALONE_BELOW {
-        return outputs.iter().map(|o| hex::encode(Sha256::digest(o))).collect();
+    let sha256 = |i: usize| hex::encode(Sha256::digest(outputs[i]));
+    match bytes < ALONE_BELOW {
+        true => (0..outputs.len()).map(sha256).collect(),
+        false => crate::on_cores::map(outputs.len(), sha256),
     }
-    let next = AtomicUsize::new(0);
-    let mut found: Vec<(usize, String)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(bytes) = outputs.get(i) else { return mine };
-                        mine.push((i, hex::encode(Sha256::digest(bytes))));
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().expect("hashing memory cannot panic")).collect()
-    });
-    found.sort_by_key(|&(i, _)| i);
-    found.into_iter().map(|(_, digest)| digest).collect()
 }

@@ -30,6 +30,7 @@ pub mod flags;
 mod image;
 mod io;
 mod manifest;
+mod on_cores;
 pub mod params;
 pub mod shard_writer;
 pub mod shards;

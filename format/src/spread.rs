@@ -82,16 +82,19 @@ impl Element {
         }
     }
 
-    /// The mean magnitude of the finite elements of `bytes` (0 for `Bytes`, or for none).
+    /// The mean magnitude of the finite elements of `bytes` (0 for `Bytes`, or for none),
+    /// summed part by part on the host's cores.
     fn mean_magnitude(self, bytes: &[u8]) -> f64 {
         if !self.is_float() {
             return 0.0;
         }
-        let (mut sum, mut count) = (0.0, 0u64);
-        for v in bytes.chunks_exact(self.size()).map(|e| self.value(bits_of(e))).filter(|v| v.is_finite()) {
-            sum += v.abs();
-            count += 1;
-        }
+        let magnitudes = |i| {
+            let finite =
+                part(bytes, i).chunks_exact(self.size()).map(|e| self.value(bits_of(e))).filter(|v| v.is_finite());
+            finite.fold((0.0, 0u64), |(sum, count), v| (sum + v.abs(), count + 1))
+        };
+        let parts = crate::on_cores::map(parts_of(bytes), magnitudes);
+        let (sum, count) = parts.into_iter().fold((0.0, 0), |(s, c), (ps, pc)| (s + ps, c + pc));
         if count == 0 {
             0.0
         } else {
@@ -109,6 +112,19 @@ impl Element {
             .filter(|(_, (x, y))| x != y)
             .map(move |(i, _)| Pair { first: self.at(a, i), other: self.at(b, i) })
     }
+}
+
+/// Bytes of an output one thread takes at a time: fixed, so what is summed from the parts
+/// does not depend on the host's cores; a multiple of every element's size.
+const PART_BYTES: usize = 4 << 20;
+
+fn parts_of(bytes: &[u8]) -> usize {
+    bytes.len().div_ceil(PART_BYTES)
+}
+
+/// Part `i` of `bytes`, as [`parts_of`] counts them.
+fn part(bytes: &[u8], i: usize) -> &[u8] {
+    &bytes[i * PART_BYTES..((i + 1) * PART_BYTES).min(bytes.len())]
 }
 
 /// One element's little-endian bits (a slice of 1, 2, 4 or 8 bytes; any other length is 0).
@@ -255,6 +271,51 @@ pub struct Spread {
     atol_at: [f64; RUNGS],
 }
 
+/// What one launch showed against the first, over a part of an output or all of it.
+#[derive(Clone, Copy, Default)]
+struct Widening {
+    differing: u64,
+    incomparable: u64,
+    max_abs: f64,
+    max_ulp: u64,
+    atol_at: [f64; RUNGS],
+}
+
+impl Widening {
+    fn of(element: Element, first: &[u8], other: &[u8]) -> Self {
+        let mut w = Self::default();
+        let rungs: [f64; RUNGS] = std::array::from_fn(|j| rung(element, j));
+        for Pair { first: (f, of), other: (x, ox) } in element.differing(first, other) {
+            w.differing += 1;
+            match (element.is_float() && f.is_finite() && x.is_finite(), of, ox) {
+                (true, Some(of), Some(ox)) => {
+                    let (d, a) = ((x - f).abs(), f.abs());
+                    w.max_abs = w.max_abs.max(d);
+                    w.max_ulp = w.max_ulp.max(of.abs_diff(ox));
+                    for (atol, r) in w.atol_at.iter_mut().zip(rungs) {
+                        *atol = atol.max(d - r * a);
+                    }
+                }
+                // Two NaNs of different payload are both NaN.
+                _ if element.is_float() && f.is_nan() && x.is_nan() => {}
+                _ => w.incomparable += 1,
+            }
+        }
+        w
+    }
+
+    /// Two parts of one launch together.
+    fn and(self, other: Self) -> Self {
+        Self {
+            differing: self.differing + other.differing,
+            incomparable: self.incomparable + other.incomparable,
+            max_abs: self.max_abs.max(other.max_abs),
+            max_ulp: self.max_ulp.max(other.max_ulp),
+            atol_at: std::array::from_fn(|j| self.atol_at[j].max(other.atol_at[j])),
+        }
+    }
+}
+
 impl Spread {
     /// A spread of launches of `first` that have not differed yet. Nothing of `first` is
     /// read until one does: most outputs never vary, and reading gigabytes of a cache
@@ -281,27 +342,18 @@ impl Spread {
             self.incomparable = self.incomparable.max(self.elements.max(1));
             return;
         }
-        self.mean_magnitude.get_or_insert_with(|| self.element.mean_magnitude(first));
-        let (mut differing, mut incomparable) = (0, 0);
-        let rungs: [f64; RUNGS] = std::array::from_fn(|j| rung(self.element, j));
-        for Pair { first: (f, of), other: (x, ox) } in self.element.differing(first, other) {
-            differing += 1;
-            match (self.element.is_float() && f.is_finite() && x.is_finite(), of, ox) {
-                (true, Some(of), Some(ox)) => {
-                    let (d, a) = ((x - f).abs(), f.abs());
-                    self.max_abs = self.max_abs.max(d);
-                    self.max_ulp = self.max_ulp.max(of.abs_diff(ox));
-                    for (atol, r) in self.atol_at.iter_mut().zip(rungs) {
-                        *atol = atol.max(d - r * a);
-                    }
-                }
-                // Two NaNs of different payload are both NaN.
-                _ if self.element.is_float() && f.is_nan() && x.is_nan() => {}
-                _ => incomparable += 1,
-            }
+        let element = self.element;
+        self.mean_magnitude.get_or_insert_with(|| element.mean_magnitude(first));
+        let widening = |i| Widening::of(element, part(first, i), part(other, i));
+        let parts = crate::on_cores::map(parts_of(first), widening);
+        let launch = parts.into_iter().reduce(Widening::and).unwrap_or_default();
+        self.max_abs = self.max_abs.max(launch.max_abs);
+        self.max_ulp = self.max_ulp.max(launch.max_ulp);
+        for (atol, part) in self.atol_at.iter_mut().zip(launch.atol_at) {
+            *atol = atol.max(part);
         }
-        self.differing = self.differing.max(differing);
-        self.incomparable = self.incomparable.max(incomparable);
+        self.differing = self.differing.max(launch.differing);
+        self.incomparable = self.incomparable.max(launch.incomparable);
     }
 
     pub fn differing_fraction(&self) -> f64 {
@@ -340,6 +392,22 @@ mod tests {
         let mut s = Spread::of_first(element, first);
         others.iter().for_each(|o| s.add(first, o));
         s
+    }
+
+    /// A launch of an output larger than a part is compared part by part on the host's
+    /// cores: what the parts found adds up as one pass over it would.
+    #[test]
+    fn the_parts_of_a_large_output_add_up() {
+        let n = 3 * PART_BYTES / 4 - 5; // three parts of f32, the last short
+        let first: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();
+        let mut other = first.clone();
+        for (at, by) in [(1, 0.5), (n / 3 + 1, 0.25), (n / 3 + 2, 0.25), (n / 2, 0.125), (n - 1, 2.0)] {
+            other[at] += by;
+        }
+        (other[2], other[n / 3 + 3], other[n - 2]) = (f32::NAN, f32::INFINITY, f32::NAN);
+        let s = spread(Element::Float32, &f32s(&first), &[&f32s(&other)]);
+        assert_eq!((s.differing, s.incomparable, s.max_abs), (8, 3, 2.0));
+        assert_eq!(s.envelope().atol, 2.0, "the widest difference, in the last part, sets the envelope");
     }
 
     /// The case: a value crossing zero is billions of ULP away in fp32, and a few

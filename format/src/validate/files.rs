@@ -112,25 +112,7 @@ fn verify_piece(dir: &Path, piece: &Piece) -> Result {
 /// order, or the error of the first item in order, so the verdict does not depend on
 /// which thread finished first.
 fn in_parallel<T: Sync, R: Send>(items: &[T], check: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut checked: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut checked = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { return checked };
-                        checked.push((i, check(item)));
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().expect("a check does not panic")).collect()
-    });
-    checked.sort_by_key(|(i, _)| *i);
-    checked.into_iter().map(|(_, r)| r).collect()
+    crate::on_cores::map(items.len(), |i| check(&items[i])).into_iter().collect()
 }
 
 /// Refuses a module whose image has no code for the core's arch: replay checks the core's
