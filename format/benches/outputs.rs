@@ -2,7 +2,8 @@
 //! bf16 output (a large batch's cache) taken as a first launch, then a launch that differs
 //! in one element widening its spread, and then one that differs in every fourth element
 //! (as an `index_add_` combine's output does, launch after launch); the first is what
-//! every output costs, the others only an output that varies. Replay: a template's outputs (64 buffers of 8 MiB, a
+//! every output costs, the others only an output that varies; then that launch held to
+//! the envelope, as replay judges a varying output. Replay: a template's outputs (64 buffers of 8 MiB, a
 //! cache's layers) digested one by one and together on the host's cores.
 //! `cargo bench -p gnomon-format --bench outputs`.
 
@@ -38,6 +39,11 @@ fn spread(c: &mut Criterion) {
             widened.add(&first, &everywhere);
             widened.envelope()
         })
+    });
+    // Replay's side: a restored launch of a varying output held to its envelope.
+    let envelope = widened.envelope();
+    group.bench_function("that-launch-held-to-its-envelope", |b| {
+        b.iter(|| envelope.holds(Element::Bfloat16, &first, &everywhere))
     });
     group.finish();
 }

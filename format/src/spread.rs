@@ -177,6 +177,19 @@ pub struct Fit {
     pub max_abs: f64,
 }
 
+impl Fit {
+    /// Two parts of one output together (their element count is the caller's).
+    fn and(self, other: Self) -> Self {
+        Self {
+            differing: self.differing + other.differing,
+            outside: self.outside + other.outside,
+            worst_share: self.worst_share.max(other.worst_share),
+            max_abs: self.max_abs.max(other.max_abs),
+            ..self
+        }
+    }
+}
+
 impl Envelope {
     /// `got` against `first`, element by element. Lengths that differ, or that are not a
     /// whole number of elements, are all outside.
@@ -192,7 +205,14 @@ impl Envelope {
                 ..Fit::default()
             };
         }
-        let mut fit = Fit { elements, ..Fit::default() };
+        let held = |i| self.holds_part(element, part(first, i), part(got, i));
+        let fits = crate::on_cores::map(parts_of(first), held);
+        Fit { elements, ..fits.into_iter().reduce(Fit::and).unwrap_or_default() }
+    }
+
+    /// [`Self::holds`] over one part of an output, its element count left 0.
+    fn holds_part(&self, element: Element, first: &[u8], got: &[u8]) -> Fit {
+        let mut fit = Fit::default();
         for pair in element.differing(first, got) {
             let (f, x) = (pair.first.0, pair.other.0);
             fit.differing += 1;
@@ -394,8 +414,8 @@ mod tests {
         s
     }
 
-    /// A launch of an output larger than a part is compared part by part on the host's
-    /// cores: what the parts found adds up as one pass over it would.
+    /// A launch of an output larger than a part is compared, and held to an envelope, part
+    /// by part on the host's cores: what the parts found adds up as one pass would.
     #[test]
     fn the_parts_of_a_large_output_add_up() {
         let n = 3 * PART_BYTES / 4 - 5; // three parts of f32, the last short
@@ -408,6 +428,10 @@ mod tests {
         let s = spread(Element::Float32, &f32s(&first), &[&f32s(&other)]);
         assert_eq!((s.differing, s.incomparable, s.max_abs), (8, 3, 2.0));
         assert_eq!(s.envelope().atol, 2.0, "the widest difference, in the last part, sets the envelope");
+        let fit = Envelope { atol: 0.3, rtol: 0.0 }.holds(Element::Float32, &f32s(&first), &f32s(&other));
+        let outside = 3 + 2; // the three NaN or infinite, 0.5 and 2.0
+        assert_eq!((fit.elements, fit.differing, fit.outside, fit.max_abs), (n as u64, 8, outside, 2.0));
+        assert_eq!(fit.worst_share, f64::INFINITY);
     }
 
     /// The case: a value crossing zero is billions of ULP away in fp32, and a few
