@@ -257,7 +257,7 @@ pub fn expectations(
         let compared: Vec<&Compared> = declared.compared_after(name).collect();
         let names: Vec<&str> = compared.iter().map(|c| c.buffer.as_str()).collect();
         let check = state.check_of(&names, checksummer)?;
-        let template = Template { exec: &exec, check: &check, compared: &compared, launching, ranks };
+        let template = TemplateLaunches { exec: &exec, check: &check, compared: &compared, launching, ranks };
         // A rank's launches wait for its peers', which put back all of theirs.
         let scope = match ranks {
             Some(_) => Scope::All,
@@ -290,7 +290,7 @@ pub fn expectations(
 }
 
 /// One template's executable, its compared outputs and how to launch it.
-struct Template<'t, 'd> {
+struct TemplateLaunches<'t, 'd> {
     exec: &'t GraphExec,
     check: &'t RangeCheck<'t>,
     compared: &'t [&'d Compared],
@@ -298,7 +298,7 @@ struct Template<'t, 'd> {
     ranks: Option<&'t Ranks>,
 }
 
-impl<'d> Template<'_, 'd> {
+impl<'d> TemplateLaunches<'_, 'd> {
     /// Its outputs over its launches, each launch after `scope` was put back, the launches
     /// made, and its speed (for a template of no rank set: a rank launches with its peers).
     fn launch(

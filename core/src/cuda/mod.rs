@@ -306,7 +306,7 @@ impl Context {
     }
 
     /// Copies `len` bytes at device address `src` to the host, into memory whose pages
-    /// were made first ([`host_pages`]).
+    /// were made first on every core (see `host_pages`).
     ///
     /// # Safety
     /// `src..src + len` must be device memory mapped in this context.
