@@ -17,6 +17,11 @@ port() { # NAME MODEL MODE BATCHES ARENA CONTEXT
 port gpt2-eager gpt2 eager 1,2,4,8 8GiB 128
 port gpt2-compiled gpt2 compiled 1,2,4,8 8GiB 128
 port llama-eager llama eager "$(seq -s, 1 16)" 24GiB 64
+# Qwen2-1.5B whole, 28 layers: the deepest port of the profile (docs/ci/ports.sh).
+source "$(dirname "$0")/ports.sh"
+# shellcheck disable=SC2046 # the port's command line is words
+python3 -m gnomon.torch $(port_command qwen2-28-gqa) --out "$cores/qwen2-28-gqa" \
+  --summary "$out/exports/qwen2-28-gqa.json"
 python3 -m gnomon.torch python/ports/twins.py "$cores/triton-twins" > "$out/exports/triton-twins.json"
 
 # The recorder must not change what the program computes: the same digest without it.
