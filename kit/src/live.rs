@@ -28,7 +28,7 @@ use crate::{
     collectives,
     declare::{declare, Tensor},
     errors::KitError,
-    launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
+    launches::{expectations, ExecutableMemory, ExpectationStages, Launcher, Launching, Varied},
     outside::{self, Suspect},
 };
 
@@ -159,6 +159,8 @@ pub struct Exported {
     pub snapshot_stages: WriteStages,
     pub expectations_s: f64,
     pub expectation_stages: ExpectationStages,
+    /// Device memory of the executables the expectations made, one at a time.
+    pub executables: ExecutableMemory,
     pub finish_s: f64,
     pub export_s: f64,
 }
@@ -277,6 +279,7 @@ pub fn export(
         snapshot_stages: snapshot.stages,
         expectations_s,
         expectation_stages: expected.stages,
+        executables: expected.executables,
         finish_s,
         export_s: started.elapsed().as_secs_f64(),
     })

@@ -203,6 +203,7 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
             measured("restore-building-s", report.building_s, "s"),
             measured("restore-modules-loading-s", report.modules_s, "s"),
         ]);
+        metrics.extend(report.executables_bytes.map(|b| measured("executables-device-bytes", b as f64, "B")));
     }
     let ready_s = rebuilt.then_some(ready);
     let restored = Restored { total_s: total, upload_gbps, bytes: report.uploaded.bytes, nodes, ready_s };

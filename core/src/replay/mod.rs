@@ -102,6 +102,9 @@ pub struct ReplayReport {
     /// Seconds the modules took to load on their own threads, alongside the upload (0 for
     /// handed executables).
     pub modules_s: f64,
+    /// Device memory the rebuilt executables took as they were instantiated, all held at
+    /// once (free memory before and after; `None` for handed executables).
+    pub executables_bytes: Option<u64>,
     arena: LoadedState,
 }
 
@@ -245,6 +248,7 @@ fn restore_and_launch(
     }
     let Launched { outputs, first_launch_s, kernels_s } = launched;
     let (building_s, ready_s, modules_s) = (stages.building_s, stages.ready_s, stages.modules_s);
+    let executables_bytes = stages.executables_bytes;
     let stages = std::mem::take(&mut stages.times);
     Ok(ReplayReport {
         stages,
@@ -257,6 +261,7 @@ fn restore_and_launch(
         building_s,
         ready_s,
         modules_s,
+        executables_bytes,
         arena,
     })
 }
@@ -309,7 +314,8 @@ fn upload_while_building(
     };
     let upload_s = uploaded.as_ref().map_or(started.elapsed().as_secs_f64(), |u| u.seconds);
     stages.add(Stage::Upload, upload_s);
-    let Building { outcome, modules_at, built_at, ready_at, .. } = building;
+    let Building { outcome, modules_at, built_at, ready_at, executables_bytes, .. } = building;
+    stages.executables_bytes = executables_bytes;
     for (stage, seconds) in waited_after(upload_s, [modules_at, built_at, ready_at]) {
         stages.add(stage, seconds);
     }
@@ -344,6 +350,7 @@ struct Building {
     ready_at: f64,
     modules_s: f64,
     building_s: f64,
+    executables_bytes: Option<u64>,
 }
 
 /// Loads the modules, then builds every template on this thread, each instantiated on
@@ -363,14 +370,18 @@ fn load_and_build(core: &Core, ctx: &Context, started: Instant) -> Building {
                 ready_at: at,
                 modules_s: 0.0,
                 building_s: 0.0,
+                executables_bytes: None,
             };
         }
     };
+    let free = || ctx.memory().ok().map(|(free, _)| free);
+    let before = free();
     let ready = rebuild::ready(ctx, m, &functions, READY);
     let ready_at = started.elapsed().as_secs_f64();
+    let executables_bytes = before.zip(free()).map(|(before, after)| before.saturating_sub(after));
     let (built_at, building_s) = ready.as_ref().map_or((ready_at, 0.0), |r| (modules_at + r.built_s, r.building_s));
     let named = |r: crate::cuda::Ready| r.execs.into_iter().zip(&m.templates).map(|(e, t)| e.named(&t.name)).collect();
-    Building { outcome: Ok(ready.map(named)), modules_at, built_at, ready_at, modules_s, building_s }
+    Building { outcome: Ok(ready.map(named)), modules_at, built_at, ready_at, modules_s, building_s, executables_bytes }
 }
 
 /// A core's templates rebuilt as replay rebuilds them, nothing uploaded or launched: the
@@ -422,6 +433,7 @@ struct Stages {
     ready_s: f64,
     /// Seconds the modules took to load on their own threads, alongside the upload.
     modules_s: f64,
+    executables_bytes: Option<u64>,
 }
 
 impl Stages {
