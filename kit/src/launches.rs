@@ -129,24 +129,10 @@ pub struct Expected {
     /// Each varying output's first launch, by template and buffer.
     pub first_launches: HashMap<(String, String), Vec<u8>>,
     pub stages: ExpectationStages,
-    pub executables: ExecutableMemory,
-}
-
-/// Device memory the templates' executables took, each measured as it was made and
-/// uploaded (free memory before and after): the export holds one executable at a time,
-/// where an exporter that kept them all would hold their sum (the seed's claim).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct ExecutableMemory {
-    pub largest_bytes: u64,
-    pub summed_bytes: u64,
-}
-
-impl ExecutableMemory {
-    fn add(&mut self, bytes: u64) {
-        self.largest_bytes = self.largest_bytes.max(bytes);
-        self.summed_bytes += bytes;
-    }
+    /// Device memory the executables held at most, one alive at a time: free memory
+    /// before the first was made, less free memory right after each was made and
+    /// uploaded (the driver keeps what a destroyed executable freed, for the next).
+    pub executable_bytes: u64,
 }
 
 /// Where the expectations' seconds went, summed over the templates.
@@ -270,11 +256,12 @@ pub fn expectations(
     let mut launched = Vec::new();
     let mut kernels = VaryingKernels::default();
     let mut stages = ExpectationStages::default();
-    let mut executables = ExecutableMemory::default();
+    let (free_before, _) = launcher.ctx.memory()?;
+    let mut executable_bytes = 0;
     let mut progress = Progress::start("export: launches", Unit::Items("templates"), graphs.len() as u64);
     for (name, graph) in graphs {
-        let (exec, held) = timed(&mut stages.instantiate_s, || instantiated(launcher, graph, flags))?;
-        executables.add(held);
+        let exec = timed(&mut stages.instantiate_s, || instantiated(launcher, graph, flags))?;
+        executable_bytes = executable_bytes.max(free_before.saturating_sub(launcher.ctx.memory()?.0));
         let compared: Vec<&Compared> = declared.compared_after(name).collect();
         let names: Vec<&str> = compared.iter().map(|c| c.buffer.as_str()).collect();
         let check = state.check_of(&names, checksummer)?;
@@ -307,18 +294,16 @@ pub fn expectations(
         progress.advance(1);
     }
     progress.finish();
-    record(exporter, m, launched, &kernels, stages, executables)
+    record(exporter, m, launched, &kernels, stages, executable_bytes)
 }
 
-/// `graph` instantiated with `flags` and uploaded to the device, and the device memory
-/// that took (the driver places an executable there by its first launch at the latest).
-fn instantiated(launcher: &Launcher, graph: &RetainedGraph, flags: u64) -> Result<(GraphExec, u64), KitError> {
-    let Launcher { ctx, stream, .. } = launcher;
-    let (free, _) = ctx.memory()?;
+/// `graph` instantiated with `flags` and uploaded: the device memory it takes is then
+/// placed (its first launch would place it otherwise).
+fn instantiated(launcher: &Launcher, graph: &RetainedGraph, flags: u64) -> Result<GraphExec, KitError> {
     let exec = graph.instantiate(flags)?;
-    exec.upload(stream)?;
-    stream.synchronize()?;
-    Ok((exec, free.saturating_sub(ctx.memory()?.0)))
+    exec.upload(&launcher.stream)?;
+    launcher.stream.synchronize()?;
+    Ok(exec)
 }
 
 /// One template's executable, its compared outputs and how to launch it.
@@ -408,7 +393,7 @@ fn record(
     launched: Vec<Launched>,
     kernels: &VaryingKernels,
     stages: ExpectationStages,
-    executables: ExecutableMemory,
+    executable_bytes: u64,
 ) -> Result<Expected, KitError> {
     let sources = spread_sources(&launched);
     let mut expected = Expected {
@@ -417,7 +402,7 @@ fn record(
         launches: 0,
         first_launches: HashMap::new(),
         stages,
-        executables,
+        executable_bytes,
     };
     for t in &launched {
         expected.launches = expected.launches.max(t.launches);
@@ -623,13 +608,6 @@ fn varied(template: &str, o: &Observed, v: &Variation, nodes: &[(String, String)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn executables_held_one_at_a_time_against_all_kept() {
-        let mut memory = ExecutableMemory::default();
-        [3 << 20, 0, 7 << 20, 2 << 20].into_iter().for_each(|bytes| memory.add(bytes));
-        assert_eq!((memory.largest_bytes, memory.summed_bytes), (7 << 20, 12 << 20));
-    }
 
     #[test]
     fn a_captured_order_is_kept_and_a_shuffled_one_is_sorted_out() {

@@ -28,7 +28,7 @@ use crate::{
     collectives,
     declare::{declare, Tensor},
     errors::KitError,
-    launches::{expectations, ExecutableMemory, ExpectationStages, Launcher, Launching, Varied},
+    launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
     outside::{self, Suspect},
 };
 
@@ -159,8 +159,9 @@ pub struct Exported {
     pub snapshot_stages: WriteStages,
     pub expectations_s: f64,
     pub expectation_stages: ExpectationStages,
-    /// Device memory of the executables the expectations made, one at a time.
-    pub executables: ExecutableMemory,
+    /// Device memory the expectations' executables held at most, one alive at a time
+    /// (replay, which holds them all, reports `executables-device-bytes`).
+    pub executable_bytes: u64,
     pub finish_s: f64,
     pub export_s: f64,
 }
@@ -279,7 +280,7 @@ pub fn export(
         snapshot_stages: snapshot.stages,
         expectations_s,
         expectation_stages: expected.stages,
-        executables: expected.executables,
+        executable_bytes: expected.executable_bytes,
         finish_s,
         export_s: started.elapsed().as_secs_f64(),
     })
