@@ -25,7 +25,7 @@ const PARALLEL_FROM_BYTES: usize = 1 << 20;
 /// `templates`: each template's text split off, then parsed on up to 16 threads. An error
 /// names the template by position, with the position inside it.
 pub(super) fn templates<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Template>, D::Error> {
-    let texts: Vec<Box<RawValue>> = Vec::deserialize(deserializer)?;
+    let texts: Vec<&'de RawValue> = Vec::deserialize(deserializer)?;
     let bytes: usize = texts.iter().map(|t| t.get().len()).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = parsing_threads(bytes, texts.len(), cores);

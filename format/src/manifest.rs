@@ -640,17 +640,46 @@ pub struct OutputRef {
 /// Bytes as lowercase hex, the one spelling the format writes; uppercase is refused, so a
 /// core has one text for one content.
 mod lower_hex {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+    use std::fmt;
+
+    use serde::{
+        de::{Error, Visitor},
+        Deserializer, Serializer,
+    };
 
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&hex::encode(bytes))
     }
 
+    /// Decoded from the text the parser hands over, not from a copy of it, into a buffer
+    /// of its final size, with SIMD (`faster_hex`): parameter bytes are most of a large
+    /// manifest's text. A text it refuses is decoded again by `hex` for the error, which
+    /// names the character and its place.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        if text.bytes().any(|b| b.is_ascii_uppercase()) {
-            return Err(D::Error::custom("parameter bytes must be lowercase hexadecimal"));
+        d.deserialize_str(LowerHex)
+    }
+
+    struct LowerHex;
+
+    impl Visitor<'_> for LowerHex {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("parameter bytes in lowercase hexadecimal")
         }
-        hex::decode(&text).map_err(D::Error::custom)
+
+        fn visit_str<E: Error>(self, text: &str) -> Result<Vec<u8>, E> {
+            if text.bytes().any(|b| b.is_ascii_uppercase()) {
+                return Err(E::custom("parameter bytes must be lowercase hexadecimal"));
+            }
+            let mut bytes = vec![0; text.len() / 2];
+            match faster_hex::hex_decode(text.as_bytes(), &mut bytes) {
+                Ok(()) => Ok(bytes),
+                Err(refused) => Err(match hex::decode_to_slice(text, &mut bytes) {
+                    Err(named) => E::custom(named),
+                    Ok(()) => E::custom(refused),
+                }),
+            }
+        }
     }
 }
