@@ -47,6 +47,10 @@ const MAX_GRID: [u32; 3] = [(1 << 31) - 1, 65_535, 65_535];
 const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
 const MAX_THREADS: u64 = 1024;
 
+/// Nodes from which templates are checked on every core: a restore opens its core first,
+/// and below this threads cost more than they save.
+const PARALLEL_FROM_NODES: usize = 10_000;
+
 type Result<T = ()> = std::result::Result<T, E>;
 
 /// Checks the manifest alone: structure, references, layouts, flags and graph shape.
@@ -69,8 +73,12 @@ pub fn manifest(m: &Manifest) -> Result {
     shard_digests(m)?;
     let modules = modules(&m.modules)?;
     unique("template", m.templates.iter().map(|t| t.name.as_str()))?;
-    for template in &m.templates {
-        TemplateCheck { template, modules: &modules, buffers: &buffers }.run()?;
+    let check = |template| TemplateCheck { template, modules: &modules, buffers: &buffers }.run();
+    let nodes: usize = m.templates.iter().map(|t| t.nodes.len()).sum();
+    match nodes < PARALLEL_FROM_NODES {
+        true => m.templates.iter().try_for_each(check)?,
+        // In template order: the error reported is the first template's, on any core count.
+        false => crate::on_cores::map(m.templates.len(), |i| check(&m.templates[i])).into_iter().collect::<Result>()?,
     }
     expectations(m, &buffers)
 }
