@@ -8,9 +8,11 @@
 #   a smaller write at another pace).
 # `export`: BATCHES (default vLLM's list up to 256: 1, 2, 4, then every multiple of 8)
 #   exported to $CORES/NAME (NAME defaults to serving), then `gnomon validate`.
-# `qualify`: that core qualified QUALIFIES (2) times.
+# `qualify`: that core qualified QUALIFIES (2) times; each case must get the same status
+#   in every qualification (tools/same_verdicts.py).
 # `reserved`: the same captures on PyTorch's own allocator, no kit: max_memory_reserved().
-# Logs, summaries and reports go to OUT_DIR/serving-PHASE-NAME.tar.gz.
+# Logs, summaries and reports go to OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the
+# outcome; the exit status is the first failing step's (a nightly job fails with it).
 set -uo pipefail
 wheels=$1 out=$2 phase=$3
 cores=${CORES:-/tmp/gnomon-serving} name=${NAME:-serving} work=$(mktemp -d) site=$(mktemp -d)
@@ -20,11 +22,13 @@ export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
 mkdir -p "$cores" "$out"
 port=(python/ports/hf.py --model llama --layers 32 --context 32 --batches "$batches")
 pack() { tar -C "$work" -czf "$out/serving-$phase-$name.tar.gz" .; }
+status=0
 timed() { # LABEL COMMAND...: runs it, its output to LABEL.log, and says how it went
-  local label=$1 started=$SECONDS
+  local label=$1 started=$SECONDS rc=0
   shift
-  "$@" > "$work/$label.log" 2>&1
-  echo "$label: exit $? in $((SECONDS - started)) s: $(tail -n 1 "$work/$label.log")"
+  "$@" > "$work/$label.log" 2>&1 || rc=$?
+  echo "$label: exit $rc in $((SECONDS - started)) s: $(tail -n 1 "$work/$label.log")"
+  [ "$status" -ne 0 ] || status=$rc
 }
 case $phase in
   floors) timed floors python3 tools/storage_floors.py "$cores" "${FLOOR_GIB:-37}" && cat "$work/floors.log" ;;
@@ -37,8 +41,10 @@ case $phase in
   qualify)
     for i in $(seq "${QUALIFIES:-2}"); do
       timed "qualify-$i" gnomon qualify "$cores/$name" --report-dir "$work/qualify-$i"
-    done ;;
+    done
+    [ "${QUALIFIES:-2}" -lt 2 ] || timed verdicts python3 tools/same_verdicts.py "$work"/qualify-*/report.json ;;
   reserved) timed reserved python3 "${port[@]}" --arena none --out /dev/null --summary "$work/reserved.json" ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
 pack
+exit "$status"
