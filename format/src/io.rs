@@ -17,6 +17,12 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 /// Reads `manifest.json`, checking its size first and its version before its shape; no
 /// other rule is checked (`Core::open` checks them all).
 pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
+    let (path, text) = read_manifest_text(dir)?;
+    parse_manifest(&path, &text)
+}
+
+/// `manifest.json`'s path and bytes, its size checked before it is read.
+pub(crate) fn read_manifest_text(dir: &Path) -> Result<(PathBuf, Vec<u8>), CoreError> {
     let path = dir.join(MANIFEST_FILE);
     let file = open_in_core(dir, MANIFEST_FILE, "manifest")?;
     let read_err = |source| CoreError::Read { path: path.clone(), source };
@@ -26,18 +32,23 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, CoreError> {
     }
     let mut text = Vec::new();
     file.take(size).read_to_end(&mut text).map_err(read_err)?;
-    let parse_err = |source| CoreError::Parse { path: path.clone(), source };
+    Ok((path, text))
+}
+
+/// The manifest in `text` (read from `path`), its version checked before its shape.
+pub(crate) fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest, CoreError> {
+    let parse_err = |source| CoreError::Parse { path: path.to_owned(), source };
     // One pass over the text when it parses (the format is then read from the manifest);
     // only a manifest that does not parse is read again for its format alone, so that a
     // core of another format or version is refused as such, not for its shape.
-    match serde_json::from_slice::<Manifest>(&text) {
+    match serde_json::from_slice::<Manifest>(text) {
         Ok(manifest) => manifest.format.readable().map(|()| manifest).map_err(CoreError::from),
         Err(shape) => {
             #[derive(Deserialize)]
             struct Probe {
                 format: FormatTag,
             }
-            let probe: Probe = serde_json::from_slice(&text).map_err(parse_err)?;
+            let probe: Probe = serde_json::from_slice(text).map_err(parse_err)?;
             probe.format.readable()?;
             Err(parse_err(shape))
         }

@@ -17,6 +17,23 @@ fn files_open_inside_the_core() {
     assert_eq!(opened.len(), std::fs::metadata(golden_dir().join(shard)).unwrap().len());
 }
 
+/// Opening says where its time went, part by part, within the time it took; a core
+/// validated from a manifest already read spent none reading or parsing it.
+#[test]
+fn opening_times_its_parts() {
+    let started = std::time::Instant::now();
+    let core = Core::open(&golden_dir()).unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    let o = core.opening();
+    let parts = [o.read_s, o.parse_s, o.rules_s, o.files_s];
+    assert!(parts.iter().all(|&s| s > 0.0), "{o:?}");
+    assert!(parts.iter().sum::<f64>() <= wall, "{o:?} in {wall} s");
+    let manifest = gnomon_format::read_manifest(&golden_dir()).unwrap();
+    let o = Core::validated(&golden_dir(), manifest).unwrap().opening();
+    assert_eq!((o.read_s, o.parse_s), (0.0, 0.0));
+    assert!(o.rules_s > 0.0 && o.files_s > 0.0, "{o:?}");
+}
+
 /// A copy of the golden core in a scratch directory.
 fn golden_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

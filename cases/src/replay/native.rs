@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, path::Path, time::Instant};
 
-use gnomon_format::Core;
+use gnomon_format::{validate::Opening, Core};
 
 use gnomon_core::{
     cuda::{Context, CudaError},
@@ -193,6 +193,7 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
     // files, warms up and captures), how much sooner the restore is ready.
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
     metrics.extend(rival_speedup(&m.producer_seconds, total));
+    metrics.extend(opening_metrics(core.opening()));
     // Modules load and templates are built and instantiated during the upload: the
     // stages are what the restore waited for after it, these their own times.
     let (rebuilt, ready) = (rebuilt(report), report.ready_s);
@@ -208,6 +209,16 @@ pub(crate) fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageT
     let ready_s = rebuilt.then_some(ready);
     let restored = Restored { total_s: total, upload_gbps, bytes: report.uploaded.bytes, nodes, ready_s };
     (metrics, restored)
+}
+
+/// Where opening the core spent its time, part by part: diagnostics, never gated.
+fn opening_metrics(o: Opening) -> [(String, Metric); 4] {
+    [
+        measured("open-read-s", o.read_s, "s"),
+        measured("open-parse-s", o.parse_s, "s"),
+        measured("open-rules-s", o.rules_s, "s"),
+        measured("open-files-s", o.files_s, "s"),
+    ]
 }
 
 /// The restore against its floor, measured in the same run: what is unavoidable, its
@@ -403,6 +414,21 @@ mod tests {
         assert_eq!(value(&metrics, "restore-floor-s"), Some(0.5));
         assert_eq!(value(&metrics, "restore-over-driver-floor"), None);
         assert_eq!(value(&metrics, "restore-module-floor-s"), None);
+    }
+
+    #[test]
+    fn opening_is_reported_part_by_part_and_never_gated() {
+        let opening = Opening { read_s: 0.01, parse_s: 0.2, rules_s: 0.03, files_s: 0.04 };
+        let metrics = opening_metrics(opening);
+        let seconds: Vec<(&str, f64)> = metrics.iter().map(|(n, m)| (n.as_str(), m.value)).collect();
+        assert_eq!(
+            seconds,
+            [("open-read-s", 0.01), ("open-parse-s", 0.2), ("open-rules-s", 0.03), ("open-files-s", 0.04)]
+        );
+        let policy = gnomon_reports::MetricPolicy::default();
+        for (name, m) in &metrics {
+            assert_eq!(policy.direction(name, &m.unit), gnomon_reports::Direction::Informational, "{name}");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod open;
 mod template;
 
 pub use files::{files, ModuleImages, ShardContents};
-pub use open::Core;
+pub use open::{Core, Opening};
 use template::TemplateCheck;
 
 /// No device has an arena this large; a bigger size is a corrupt or hostile manifest.

@@ -4,11 +4,13 @@ use std::{
     fs,
     path::{Path, PathBuf},
     sync::Mutex,
+    time::Instant,
 };
 
 use crate::{
     errors::{CoreError, ValidationError},
-    {open_in_core, read_manifest, Manifest},
+    io::{parse_manifest, read_manifest_text},
+    {open_in_core, Manifest},
 };
 
 /// A core directory whose manifest and files passed every validation rule.
@@ -17,6 +19,18 @@ pub struct Core {
     dir: PathBuf,
     manifest: Manifest,
     images: KeptImages,
+    opening: Opening,
+}
+
+/// Where opening a core spent its time, in seconds: reading `manifest.json`, parsing it,
+/// checking its rules, and checking the files it names (module images hashed). A restore
+/// waits for all four before anything reaches the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Opening {
+    pub read_s: f64,
+    pub parse_s: f64,
+    pub rules_s: f64,
+    pub files_s: f64,
 }
 
 /// Module images as validation hashed them ([`super::ModuleImages`]): each is taken once,
@@ -48,16 +62,36 @@ impl Core {
     /// As [`Core::open`], for a manifest the caller already read from `dir`: every rule and
     /// every file's hash are checked, nothing parsed twice.
     pub fn validated(dir: &Path, manifest: Manifest) -> Result<Self, CoreError> {
-        super::manifest(&manifest)?;
-        let images = super::files(&manifest, dir, super::ShardContents::Hashed)?;
-        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages(Mutex::new(images)) })
+        Self::checked(dir, manifest, super::ShardContents::Hashed, Opening::default())
     }
 
     fn open_with(dir: &Path, shards: super::ShardContents) -> Result<Self, CoreError> {
-        let manifest = read_manifest(dir)?;
+        let mut lap = Lap::new();
+        let (path, text) = read_manifest_text(dir)?;
+        let read_s = lap.seconds();
+        let manifest = parse_manifest(&path, &text)?;
+        Self::checked(dir, manifest, shards, Opening { read_s, parse_s: lap.seconds(), ..Opening::default() })
+    }
+
+    /// `manifest`, read from `dir`, held to every rule and its files checked; `opening`
+    /// says what reading and parsing it took.
+    fn checked(
+        dir: &Path,
+        manifest: Manifest,
+        shards: super::ShardContents,
+        opening: Opening,
+    ) -> Result<Self, CoreError> {
+        let mut lap = Lap::new();
         super::manifest(&manifest)?;
+        let rules_s = lap.seconds();
         let images = super::files(&manifest, dir, shards)?;
-        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages(Mutex::new(images)) })
+        let opening = Opening { rules_s, files_s: lap.seconds(), ..opening };
+        Ok(Self { dir: dir.to_owned(), manifest, images: KeptImages(Mutex::new(images)), opening })
+    }
+
+    /// Where opening this core spent its time.
+    pub fn opening(&self) -> Opening {
+        self.opening
     }
 
     pub fn dir(&self) -> &Path {
@@ -88,5 +122,19 @@ impl Core {
     /// Opens a file the manifest names, as validation opened it ([`open_in_core`]).
     pub fn open_file(&self, relative: &str, item: &str) -> Result<fs::File, ValidationError> {
         open_in_core(&self.dir, relative, item)
+    }
+}
+
+/// Seconds since it was made or last asked.
+struct Lap(Instant);
+
+impl Lap {
+    fn new() -> Self {
+        Self(Instant::now())
+    }
+
+    fn seconds(&mut self) -> f64 {
+        let now = Instant::now();
+        (now - std::mem::replace(&mut self.0, now)).as_secs_f64()
     }
 }
