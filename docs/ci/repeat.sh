@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reproducible verdicts: each port exported EXPORTS times, then its cores qualified
-# QUALIFIES times; every verdict must come out the same. Usage:
+# QUALIFIES times; every case must get the same status each time (tools/same_verdicts.py,
+# the exit status). Usage:
 #   docs/ci/repeat.sh WHEEL_DIR OUT_DIR EXPORTS QUALIFIES PORT...
 # PORT is one of the names in ports.sh. Reports, export summaries and accounts go to
 # OUT_DIR/repeat.tar.gz; cores to $TMPDIR. The reports under
@@ -39,3 +40,10 @@ for q in $(seq 1 "$qualifies"); do
   echo "qualify $q: exit $? $(tail -n 1 "$work/qualify-$q.log")"
   tar -C "$work" -czf "$out/repeat.tar.gz" .
 done
+[ "$qualifies" -ge 2 ] || exit 0
+# Every qualification of the same cores must give each case the same status.
+python3 tools/same_verdicts.py "$work"/qualify-*/report.json > "$work/verdicts.txt"
+status=$?
+tail -n 1 "$work/verdicts.txt"
+tar -C "$work" -czf "$out/repeat.tar.gz" .
+exit "$status"
