@@ -25,7 +25,7 @@ pub struct Core {
 /// Where opening a core spent its time, in seconds: reading `manifest.json`, parsing it,
 /// checking its rules, and checking the files it names (module images hashed). A restore
 /// waits for all four before anything reaches the device.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Opening {
     pub read_s: f64,
     pub parse_s: f64,
