@@ -578,6 +578,10 @@ pub struct OutputDigest {
     /// (v3) How the output varied over the original run's launches, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variation: Option<Variation>,
+    /// (v3) What the output's elements are, where the exporter knows: a judge counts a
+    /// float output whose elements are all NaN or infinite, or all alike, as not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<crate::spread::Element>,
 }
 
 /// An output that launches of the original run, each from the same state, did not give
@@ -614,6 +618,11 @@ pub struct Variation {
     /// Nodes found to give different results from the same inputs, in capture order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// Each other digest's launch, in the order of `sha256s`: how far it lay from the first
+    /// as a whole. Empty in a core written before distances, and where the spread is
+    /// another output's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distances: Vec<crate::spread::Distance>,
 }
 
 impl Variation {
@@ -626,6 +635,12 @@ impl Variation {
     /// What a judge with `margin` lets an output no launch gave be.
     pub fn allowance(&self, margin: f64) -> crate::spread::Allowance {
         crate::spread::Allowance::widened(self.envelope(), self.differing_fraction, margin)
+    }
+
+    /// What a replay's distances from the first launch may reach (`None` where none are
+    /// recorded).
+    pub fn bounds(&self) -> Option<crate::spread::Bounds> {
+        crate::spread::Bounds::of(&self.distances)
     }
 }
 

@@ -94,6 +94,7 @@ impl<'d> Observed<'d> {
             spread_of: None,
             file,
             nodes,
+            distances: self.spread.distances.clone(),
         }
     }
 }
@@ -422,7 +423,7 @@ fn record(
                 Some((_, source)) if source.compared.element != o.compared.element => None,
                 Some((template, source)) => {
                     let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
-                    (v.sha256s, v.max_abs, v.max_ulp) = (Vec::new(), 0.0, 0);
+                    (v.sha256s, v.distances, v.max_abs, v.max_ulp) = (Vec::new(), Vec::new(), 0.0, 0);
                     v.spread_of = Some(OutputRef { template: template.into(), buffer: source.compared.buffer.clone() });
                     Some(v)
                 }
@@ -431,7 +432,8 @@ fn record(
                 expected.varied.push(varied(t.name, o, v, &nodes));
                 expected.first_launches.insert((t.name.to_owned(), o.compared.buffer.clone()), o.first.clone());
             }
-            outputs.push(OutputDigest { buffer: o.compared.buffer.clone(), sha256: o.sha256.clone(), variation });
+            let (buffer, sha256, element) = (o.compared.buffer.clone(), o.sha256.clone(), Some(o.compared.element));
+            outputs.push(OutputDigest { buffer, sha256, variation, element });
         }
         let (template, speed) = (t.name.to_owned(), t.speed);
         expected.expectations.push(Expectation { template, outputs, reference: None, tolerance: None, speed });

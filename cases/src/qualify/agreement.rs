@@ -1,17 +1,30 @@
 //! When a replayed output agrees with the original run. A bitwise output agrees when its
 //! digest is the one it is compared with. An output the core records as varying (its
 //! launches in the capturing process did not give alike) also agrees when its digest is
-//! one those launches gave, or, for floating-point elements, when it lies within the
-//! recorded envelope widened by `margin`: every element within `margin × (atol + rtol ×
-//! |first|)` of the original's first launch (NaN where the first launch has NaN), and no
-//! more than `margin ×` the recorded fraction of elements differing. The `outputs`,
-//! `determinism` and `poison-independence` cases use this one rule.
+//! one those launches gave, or, for floating-point elements, when it passes three tests
+//! against the original's first launch:
+//!
+//! - every element within the recorded envelope widened by `margin`, `margin × (atol +
+//!   rtol × |first|)` (NaN where the first launch has NaN), and no more than `margin ×`
+//!   the recorded fraction of elements differing: a guard against wild elements;
+//! - its RMS distance over the whole output, and over its noisiest 4 KiB block, within
+//!   the [`Bound`] the recorded launches' own distances give: what measures a defect that
+//!   moves every element a little, or one block by a lot, against what nondeterminism did
+//!   there (`gnomon_format::spread` derives the limit and states its false-failure rate
+//!   and detection floor). A core written before distances is judged by the first test
+//!   alone, and its reasons say so.
+//!
+//! The `outputs`, `determinism` and `poison-independence` cases use this one rule; the
+//! checker's self-test feeds it defects at each output's stated floor.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, ops::Range};
 
 use gnomon_format::{
     hash_hex,
-    spread::{Envelope, DEFAULT_MARGIN},
+    spread::{
+        past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN,
+        FALSE_FAILURE_RATE,
+    },
     Core, Manifest, Variation,
 };
 
@@ -39,30 +52,64 @@ pub enum Agreement {
     Bitwise,
     /// A digest the original run's launches gave too.
     Recorded,
-    /// Within the widened envelope: how many elements differed, how many might, and the
-    /// largest share of its allowance any element used.
+    /// Within the widened envelope and the distances' bounds: how it held against each.
     Tolerated {
-        differing: u64,
-        elements: u64,
-        fraction_allowed: f64,
-        worst_share: f64,
-        max_abs: f64,
-        allowed: Envelope,
+        fit: Fit,
+        allowance: Allowance,
+        bounds: Option<Bounds>,
     },
 }
 
-/// A varying output as the judge holds it: what the core records, and its first launch.
+/// A varying output as the judge holds it: what the core records, its first launch, and
+/// the bounds of its own recorded distances or of the output whose spread it takes.
 struct Varying<'m> {
     expected: &'m str,
     variation: &'m Variation,
     first_launch: Vec<u8>,
+    bounds: Option<Bounds>,
 }
 
-/// The varying outputs of a core, by template and buffer.
+/// How sensitive the judge is to one varying output: the smallest effect caught, in
+/// units of the mean distance its recorded launches lay from the first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Floor {
+    pub template: String,
+    pub buffer: String,
+    /// Over the whole output and in one 4 KiB block; `None` where any change of value is
+    /// caught (the launches differed in bits alone).
+    pub rms: Option<f64>,
+    pub block_rms: Option<f64>,
+    pub launches: usize,
+}
+
+impl Floor {
+    /// The larger of the two floors (any change caught counts as 0): what orders outputs
+    /// from least sensitive.
+    pub fn widest(&self) -> f64 {
+        self.rms.unwrap_or(0.0).max(self.block_rms.unwrap_or(0.0))
+    }
+
+    /// `template` `buffer`: its floors, said in words.
+    pub fn said(&self) -> String {
+        let said = |f: Option<f64>| f.map_or("any change".to_owned(), |f| format!("{f:.2} ×"));
+        format!(
+            "`{}` `{}`: {} its recorded spread over the output, {} in one 4 KiB block ({} launches)",
+            self.template,
+            self.buffer,
+            said(self.rms),
+            said(self.block_rms),
+            self.launches
+        )
+    }
+}
+
+/// The varying outputs of a core, by template and buffer, and each output's element
+/// where the core declares it.
 #[derive(Default)]
 pub struct Agreements<'m> {
     rule: Rule,
     varying: HashMap<(&'m str, &'m str), Varying<'m>>,
+    elements: HashMap<(&'m str, &'m str), Element>,
 }
 
 impl<'m> Agreements<'m> {
@@ -86,18 +133,67 @@ impl<'m> Agreements<'m> {
         rule: Rule,
         read: impl Fn(&str, &str) -> Result<Vec<u8>, String>,
     ) -> Result<Self, String> {
+        let variations: HashMap<(&str, &str), &Variation> = m
+            .expectations
+            .iter()
+            .flat_map(|e| e.outputs.iter().map(move |o| ((e.template.as_str(), o.buffer.as_str()), o)))
+            .filter_map(|(at, o)| Some((at, o.variation.as_ref()?)))
+            .collect();
         let mut varying = HashMap::new();
+        let mut elements = HashMap::new();
         for e in &m.expectations {
             for o in &e.outputs {
+                if let Some(element) = o.element {
+                    elements.insert((e.template.as_str(), o.buffer.as_str()), element);
+                }
                 let Some(variation) = &o.variation else { continue };
                 let first_launch = read(&variation.file, &o.sha256)?;
+                let source = variation.spread_of.as_ref().and_then(|s| variations.get(&(&*s.template, &*s.buffer)));
+                let bounds = source.copied().unwrap_or(variation).bounds();
                 varying.insert(
                     (e.template.as_str(), o.buffer.as_str()),
-                    Varying { expected: &o.sha256, variation, first_launch },
+                    Varying { expected: &o.sha256, variation, first_launch, bounds },
                 );
             }
         }
-        Ok(Self { rule, varying })
+        Ok(Self { rule, varying, elements })
+    }
+
+    /// Why agreeing with `o` would check nothing, if it would: its elements (declared by
+    /// the core, or its variation's) are all NaN or infinite, or all one value.
+    pub fn checks_nothing(&self, o: &OutputCheck) -> Option<String> {
+        let at = (o.template.as_str(), o.buffer.as_str());
+        let element = self.elements.get(&at).copied().or_else(|| Some(self.varying.get(&at)?.variation.element))?;
+        let n = o.bytes.len() / element.size();
+        let what = match element.blank(&o.bytes)? {
+            Blank::NonFinite => format!("every one of its {n} {element:?} elements is NaN or infinite"),
+            Blank::Alike(value) => format!("all {n} of its {element:?} elements are {value:e}"),
+        };
+        Some(format!(
+            "template `{}` output `{}` checks nothing: {what} in the original's first launch, so agreeing with it \
+             says nothing of the port (a port that reads memory it never writes can give this: see \
+             poison-independence)",
+            o.template, o.buffer
+        ))
+    }
+
+    /// The detection floor of every varying output whose distances are recorded, least
+    /// sensitive first.
+    pub fn floors(&self) -> Vec<Floor> {
+        let mut floors: Vec<Floor> = self
+            .varying
+            .iter()
+            .filter_map(|(&(template, buffer), v)| {
+                let b = v.bounds?;
+                let (rms, block_rms) = (b.rms.floor(), b.block_rms.floor());
+                let (template, buffer) = (template.to_owned(), buffer.to_owned());
+                Some(Floor { template, buffer, rms, block_rms, launches: b.rms.launches })
+            })
+            .collect();
+        floors.sort_by(|a, b| {
+            b.widest().total_cmp(&a.widest()).then_with(|| (&a.template, &a.buffer).cmp(&(&b.template, &b.buffer)))
+        });
+        floors
     }
 
     /// Whether `o` agrees with the output whose digest is `with` (the original run's for
@@ -125,44 +221,82 @@ impl<'m> Agreements<'m> {
         }
         let allowance = v.variation.allowance(self.rule.margin);
         let (fit, admitted) = allowance.judge(v.variation.element, &v.first_launch, &o.bytes);
-        let (allowed, fraction_allowed) = (allowance.envelope, allowance.fraction);
-        if admitted {
-            let (differing, elements, worst_share, max_abs) =
-                (fit.differing, fit.elements, fit.worst_share, fit.max_abs);
-            return Ok(Agreement::Tolerated { differing, elements, fraction_allowed, worst_share, max_abs, allowed });
-        }
         let recorded = format!(
-            "recorded over {} launches{} × margin {}",
+            "recorded over {} launches{}",
             v.variation.launches,
             v.variation.spread_of.as_ref().map_or(String::new(), |s| format!(" of template `{}`", s.template)),
-            self.rule.margin
         );
-        let past = match fit.outside {
-            0 => format!(
-                "{} of its {} elements differ from the original's first launch, more than the {:.4} allowed \
-                 ({:.4} {recorded})",
-                fit.differing, fit.elements, fraction_allowed, v.variation.differing_fraction
-            ),
-            n => format!(
-                "{n} of its {} elements lie outside |x − first| ≤ {:e} + {:e}·|first| (atol and rtol {recorded}), \
-                 the farthest at {:.3e} of its allowance; largest absolute difference {:e}",
-                fit.elements, allowed.atol, allowed.rtol, fit.worst_share, fit.max_abs
-            ),
-        };
-        unrecorded(&past)
+        if !admitted {
+            let margin = self.rule.margin;
+            return unrecorded(&match fit.outside {
+                0 => format!(
+                    "{} of its {} elements differ from the original's first launch, more than the {:.4} allowed \
+                     ({:.4} {recorded} × margin {margin})",
+                    fit.differing, fit.elements, allowance.fraction, v.variation.differing_fraction
+                ),
+                n => format!(
+                    "{n} of its {} elements lie outside |x − first| ≤ {:e} + {:e}·|first| (atol and rtol \
+                     {recorded} × margin {margin}), the farthest at {:.3e} of its allowance; largest absolute \
+                     difference {:e}",
+                    fit.elements, allowance.envelope.atol, allowance.envelope.rtol, fit.worst_share, fit.max_abs
+                ),
+            });
+        }
+        if let Some((what, value, bound)) = v.bounds.and_then(|b| b.exceeded(fit.distance)) {
+            return unrecorded(&format!(
+                "its {what} from the original's first launch is {value:.3e}, {}, past the limit of {} (the \
+                 distances {recorded}; {})",
+                in_means(&bound, value),
+                in_means(&bound, bound.limit),
+                derivation(&bound)
+            ));
+        }
+        Ok(Agreement::Tolerated { fit, allowance, bounds: v.bounds })
     }
 
-    /// An output that must not agree: `o` with its digest changed and, for a varying
-    /// output, every byte of its first launch inverted (far past any tolerance). What the
-    /// checker's self-test feeds the rule.
-    pub fn wrong(&self, o: &OutputCheck) -> OutputCheck {
-        let mut wrong = o.clone();
-        wrong.actual_sha256 = flip_first_digit(&o.actual_sha256);
-        if let Some(v) = self.varying.get(&(o.template.as_str(), o.buffer.as_str())) {
-            wrong.bytes = v.first_launch.iter().map(|b| !b).collect();
+    /// Outputs that must not agree, each with what was done to it: `o` with its digest
+    /// changed and, for a varying output, every byte of its first launch inverted; and
+    /// where its distances are recorded, its first launch moved just past each limit,
+    /// over every element and in its first 4 KiB block alone: a defect at the floor the
+    /// case states, which the rule must refuse.
+    pub fn wrongs(&self, o: &OutputCheck) -> Vec<(String, OutputCheck)> {
+        let with =
+            |bytes: Vec<u8>| OutputCheck { actual_sha256: flip_first_digit(&o.actual_sha256), bytes, ..o.clone() };
+        let Some(v) = self.varying.get(&(o.template.as_str(), o.buffer.as_str())) else {
+            return vec![("its digest changed".into(), with(o.bytes.clone()))];
+        };
+        let mut wrongs = vec![("every byte inverted".into(), with(v.first_launch.iter().map(|b| !b).collect()))];
+        let (Some(bounds), element) = (v.bounds, v.variation.element) else { return wrongs };
+        let elements = v.first_launch.len() / element.size();
+        let block = BLOCK_BYTES / element.size();
+        let moves: [(&str, Range<usize>, Bound, fn(&Distance) -> f64); 2] = [
+            ("moved over every element", 0..elements, bounds.rms, |d| d.rms),
+            ("moved in its first 4 KiB block", 0..block.min(elements), bounds.block_rms, |d| d.block_rms),
+        ];
+        for (what, range, bound, statistic) in moves {
+            if let Some((bytes, distance)) = past_limit(element, &v.first_launch, range, bound.limit, statistic) {
+                let by = in_means(&bound, statistic(&distance));
+                wrongs.push((format!("{what} ({by})"), with(bytes)));
+            }
         }
-        wrong
+        wrongs
     }
+}
+
+/// `value` in units of the bound's recorded mean, in words.
+fn in_means(bound: &Bound, value: f64) -> String {
+    bound.in_means(value).map_or(format!("{value:.3e}, where the launches moved no value"), |m| {
+        format!("{m:.2} × the mean its {} recorded launches lay from it", bound.launches)
+    })
+}
+
+/// How a bound's limit was derived, in words.
+fn derivation(bound: &Bound) -> String {
+    format!(
+        "the limit is the widest × (1 + 5 × their relative spread {:.3}), a false-failure rate of {FALSE_FAILURE_RATE:.1e} \
+         under a normal model",
+        bound.spread
+    )
 }
 
 pub(crate) fn flip_first_digit(hex: &str) -> String {
@@ -201,6 +335,7 @@ mod tests {
             spread_of: None,
             file: format!("outputs/first-{}.bin", first.len()),
             nodes: vec![],
+            distances: vec![],
         }
     }
 
@@ -261,11 +396,9 @@ mod tests {
         assert_eq!(judged(rule, &FIRST, "b"), Ok(Agreement::Bitwise));
         assert_eq!(judged(rule, &with_last(-0.01), "b"), Ok(Agreement::Recorded));
         let within = judged(rule, &with_last(0.03), "b").unwrap();
-        let Agreement::Tolerated { differing: 1, elements: 8, fraction_allowed, worst_share, .. } = within else {
-            panic!("{within:?}")
-        };
-        assert_eq!(fraction_allowed, 0.5);
-        assert!((worst_share - 0.75).abs() < 1e-6, "{worst_share}");
+        let Agreement::Tolerated { fit, allowance, bounds: None } = within else { panic!("{within:?}") };
+        assert_eq!((fit.differing, fit.elements, allowance.fraction), (1, 8, 0.5));
+        assert!((fit.worst_share - 0.75).abs() < 1e-6, "{}", fit.worst_share);
         let beyond = judged(rule, &with_last(0.05), "b").unwrap_err();
         assert!(beyond.contains("1 of its 8 elements lie outside |x − first| ≤ 4e-2 + 0e0·|first|"), "{beyond}");
         assert!(beyond.contains("recorded over 8 launches × margin 4"), "{beyond}");
@@ -349,7 +482,9 @@ mod tests {
         for template in ["a", "b"] {
             let right = output(template, first.clone());
             assert!(agreements.agrees(&right, &right.actual_sha256).is_ok());
-            assert!(agreements.agrees(&agreements.wrong(&right), &right.actual_sha256).is_err(), "{template}");
+            for (what, wrong) in agreements.wrongs(&right) {
+                assert!(agreements.agrees(&wrong, &right.actual_sha256).is_err(), "{template}: {what}");
+            }
         }
     }
 
@@ -371,7 +506,119 @@ mod tests {
         let agreements = Agreements::from_manifest(&m, Rule::default(), |_, _| Ok(first.clone())).unwrap();
         let mut right = output(&template, first.clone());
         right.buffer = m.expectations[0].outputs[0].buffer.clone();
-        let refused = agreements.agrees(&agreements.wrong(&right), &right.actual_sha256).unwrap_err();
+        let (what, inverted) = &agreements.wrongs(&right)[0];
+        assert_eq!(what, "every byte inverted");
+        let refused = agreements.agrees(inverted, &right.actual_sha256).unwrap_err();
         assert!(refused.contains("64 of its 64 elements lie outside"), "{refused}");
+    }
+
+    /// A deterministic stand-in for a kernel's run-to-run noise: ±1 rounding of a
+    /// bfloat16-sized step on a share of the elements, from `seed`.
+    fn noisy(first: &[f32], seed: u64, share: f64, step: f32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        first
+            .iter()
+            .map(|x| if next() < share { x + step * if next() < 0.5 { 1.0 } else { -1.0 } } else { *x })
+            .collect()
+    }
+
+    /// The output of a port that varies on nine tenths of its elements (a split-K GEMM's
+    /// atomics): 4096 float32 in four blocks, 24 launches recorded the way the kit records
+    /// them, and the judge that reads them.
+    fn split_k(distances: bool) -> (Agreements<'static>, Vec<f32>) {
+        let first: Vec<f32> = (0..4096).map(|i| ((i * 37) % 101) as f32 / 10.0 - 5.0).collect();
+        let mut spread = gnomon_format::spread::Spread::of_first(Element::Float32, &floats(&first));
+        let launches: Vec<Vec<u8>> = (1..24).map(|seed| floats(&noisy(&first, seed, 0.9, 0.01))).collect();
+        launches.iter().for_each(|l| spread.add(&floats(&first), l));
+        let envelope = spread.envelope();
+        let mut m = gnomon_fixtures::sample::v2_features().manifest;
+        let e = &mut m.expectations[0];
+        e.template = "b".into();
+        e.outputs[0].sha256 = digest(&floats(&first));
+        e.outputs[0].variation = Some(Variation {
+            launches: 24,
+            sha256s: launches.iter().map(|l| digest(l)).collect(),
+            max_abs: spread.max_abs,
+            differing_fraction: spread.differing_fraction(),
+            atol: Some(envelope.atol),
+            rtol: Some(envelope.rtol),
+            distances: if distances { spread.distances.clone() } else { vec![] },
+            ..variation(Element::Float32, &floats(&first), b"")
+        });
+        let m: &'static Manifest = Box::leak(Box::new(m));
+        let bytes = floats(&first);
+        (Agreements::from_manifest(m, Rule::default(), move |_, _| Ok(bytes.clone())).unwrap(), first)
+    }
+
+    fn held(agreements: &Agreements, got: &[f32]) -> Result<Agreement, String> {
+        agreements.agrees(&output("b", floats(got)), "0")
+    }
+
+    /// A fresh launch of the unchanged port passes; a defect that moves every element by
+    /// 1.65 × the noise's step (each element within the envelope, which is fitted to the
+    /// widest launch times 4) passes the envelope alone but not the RMS distance (its
+    /// effect is 2 × the recorded mean, past the floor of about 1.6); nor does a defect
+    /// confined to one block, which the whole output's mean dilutes.
+    #[test]
+    fn distances_catch_what_the_envelope_lets_through() {
+        let (judge, first) = split_k(true);
+        let (envelope_alone, _) = split_k(false);
+        let fresh = noisy(&first, 99, 0.9, 0.01);
+        let Ok(Agreement::Tolerated { bounds: Some(_), .. }) = held(&judge, &fresh) else { panic!("a fresh launch") };
+        let everywhere: Vec<f32> = noisy(&first, 98, 0.9, 0.01).iter().map(|x| x + 0.0165).collect();
+        assert!(held(&envelope_alone, &everywhere).is_ok(), "the envelope alone lets it through");
+        let said = held(&judge, &everywhere).unwrap_err();
+        assert!(said.contains("its RMS distance from the original's first launch is"), "{said}");
+        assert!(said.contains("× the mean its 23 recorded launches lay from it, past the limit of"), "{said}");
+        let mut one_block = noisy(&first, 97, 0.9, 0.01);
+        one_block[1024..2048].iter_mut().enumerate().for_each(|(i, x)| *x += if i % 2 == 0 { 0.018 } else { -0.018 });
+        assert!(held(&envelope_alone, &one_block).is_ok(), "the envelope alone lets it through");
+        let said = held(&judge, &one_block).unwrap_err();
+        assert!(said.contains("its RMS distance in one 4 KiB block"), "{said}");
+    }
+
+    /// The self-test's defects sit just past each limit and are refused; the floors say
+    /// how far that is, in units of the recorded launches' mean distance.
+    #[test]
+    fn defects_at_the_floors_are_fed_and_refused() {
+        let (judge, first) = split_k(true);
+        let right = output("b", floats(&first));
+        let wrongs = judge.wrongs(&right);
+        let said: Vec<&str> = wrongs.iter().map(|(what, _)| what.as_str()).collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said[1].starts_with("moved over every element (1."), "{said:?}");
+        assert!(said[2].starts_with("moved in its first 4 KiB block ("), "{said:?}");
+        for (what, wrong) in &wrongs {
+            assert!(judge.agrees(wrong, "0").is_err(), "{what}");
+        }
+        let floors = judge.floors();
+        assert_eq!(floors.len(), 1);
+        let rms = floors[0].rms.unwrap();
+        assert!(rms > 1.5 && rms < 2.0, "{floors:?}");
+        assert!(floors[0].said().starts_with("`b` `y`: 1."), "{}", floors[0].said());
+    }
+
+    /// Outputs of nothing but NaN, or of one value, check nothing; the core says which
+    /// outputs are floats, so integer outputs alike (tokens) are values.
+    #[test]
+    fn outputs_that_say_nothing_check_nothing() {
+        let (mut m, _) = manifest(Element::Float32, |_| {});
+        m.expectations[0].outputs[0].element = Some(Element::Float32);
+        let agreements = Agreements::from_manifest(&m, Rule::default(), |_, _| Ok(floats(&FIRST))).unwrap();
+        let a = m.expectations[0].template.clone();
+        let nan = agreements.checks_nothing(&output(&a, vec![0xff; 64])).unwrap();
+        assert!(nan.contains("every one of its 16 Float32 elements is NaN or infinite"), "{nan}");
+        let zeros = agreements.checks_nothing(&output("b", floats(&[0.0; 8]))).unwrap();
+        assert!(zeros.contains("all 8 of its Float32 elements are 0e0"), "{zeros}");
+        assert_eq!(agreements.checks_nothing(&output(&a, floats(&FIRST))), None);
+        m.expectations[0].outputs[0].element = Some(Element::Bytes);
+        let agreements = Agreements::from_manifest(&m, Rule::default(), |_, _| Ok(floats(&FIRST))).unwrap();
+        assert_eq!(agreements.checks_nothing(&output(&a, vec![0; 64])), None, "integers alike");
     }
 }

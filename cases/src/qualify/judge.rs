@@ -9,7 +9,10 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use gnomon_format::{Core, Speed, Template};
+use gnomon_format::{
+    spread::{FALSE_FAILURE_RATE, MISS_RATE},
+    Core, Speed, Template,
+};
 
 use gnomon_core::{
     cuda::Context,
@@ -22,7 +25,7 @@ use gnomon_core::{
 use gnomon_reports::{CaseRecord, Status};
 
 use super::{
-    agreement::{Agreement, Agreements},
+    agreement::{Agreement, Agreements, Floor},
     case::{CoreCase, Phase, Step},
     core_cases, speed, Budget, CoreDir, Profile,
 };
@@ -387,7 +390,14 @@ fn judge_templates(
     v.set(&CoreCase::WeightsUnchanged, Ok(launches_checked));
     let names: Vec<&str> = checked.iter().map(|t| t.name).collect();
     let wrong_refused = checker_rejects_wrong_outputs(&names, launched.outputs, agreements);
+    let refused = wrong_refused.is_ok();
     v.set(&CoreCase::CheckerRejectsWrongOutputs, wrong_refused);
+    let floors = agreements.floors();
+    if refused && !floors.is_empty() {
+        let said =
+            format!("refused every wrong output fed, defects at the floors below included; {}", floors_said(&floors));
+        v.amend(&CoreCase::CheckerRejectsWrongOutputs, |r| r.reason = Some(said));
+    }
     v.set_agreed(&CoreCase::PoisonIndependence, poison_independent(&checked, launched, agreements));
 }
 
@@ -401,6 +411,11 @@ struct Agreed {
     tolerated: Vec<String>,
     /// The largest share of its allowance any element of a tolerated output used.
     worst_share: f64,
+    /// The largest distance of a tolerated output, whole or in a block, in units of the
+    /// mean its recorded launches lay from the first.
+    distance_in_means: f64,
+    /// The detection floors of the varying outputs the case holds.
+    floors: Vec<Floor>,
 }
 
 impl Agreed {
@@ -408,18 +423,38 @@ impl Agreed {
         match agreement {
             Agreement::Bitwise => {}
             Agreement::Recorded => self.recorded += 1,
-            Agreement::Tolerated { differing, elements, fraction_allowed, worst_share, max_abs, allowed } => {
-                self.worst_share = self.worst_share.max(worst_share);
+            Agreement::Tolerated { fit, allowance, bounds } => {
+                self.worst_share = self.worst_share.max(fit.worst_share);
+                let distances = match bounds {
+                    Some(b) => {
+                        let rms = b.rms.in_means(fit.distance.rms).unwrap_or(0.0);
+                        let block = b.block_rms.in_means(fit.distance.block_rms).unwrap_or(0.0);
+                        self.distance_in_means = self.distance_in_means.max(rms).max(block);
+                        format!(
+                            "; its RMS distance {rms:.2} × the mean of its recorded launches (limit {:.2} ×), in its \
+                             noisiest 4 KiB block {block:.2} × (limit {:.2} ×)",
+                            b.rms.in_means(b.rms.limit).unwrap_or(0.0),
+                            b.block_rms.in_means(b.block_rms.limit).unwrap_or(0.0)
+                        )
+                    }
+                    None => {
+                        "; judged by its envelope alone: the core records no distances (written before them)".into()
+                    }
+                };
                 self.tolerated.push(format!(
-                    "`{}` `{}` launch {}: {differing} of {elements} elements differ ({:.4} of {fraction_allowed:.4} \
-                     allowed), the farthest using {worst_share:.3} of |x − first| ≤ {:e} + {:e}·|first| \
-                     (largest absolute difference {max_abs:e})",
+                    "`{}` `{}` launch {}: {} of {} elements differ ({:.4} of {:.4} allowed), the farthest using \
+                     {:.3} of |x − first| ≤ {:e} + {:e}·|first| (largest absolute difference {:e}){distances}",
                     o.template,
                     o.buffer,
                     o.launch,
-                    differing as f64 / elements.max(1) as f64,
-                    allowed.atol,
-                    allowed.rtol
+                    fit.differing,
+                    fit.elements,
+                    fit.differing as f64 / fit.elements.max(1) as f64,
+                    allowance.fraction,
+                    fit.worst_share,
+                    allowance.envelope.atol,
+                    allowance.envelope.rtol,
+                    fit.max_abs
                 ));
             }
         }
@@ -431,6 +466,7 @@ impl Agreed {
             measured("outputs-as-a-recorded-variant", self.recorded as f64, "1"),
             measured("outputs-within-tolerance", self.tolerated.len() as f64, "1"),
             measured("tolerance-used", self.worst_share, "1"),
+            measured("distance-in-recorded-means", self.distance_in_means, "1"),
         ])
     }
 
@@ -449,9 +485,27 @@ impl Agreed {
             )),
         };
         let said: Vec<String> = recorded.into_iter().chain(tolerated).collect();
-        (!said.is_empty()).then(|| format!("passed, not all bitwise: {}", said.join("; ")))
+        let floors = match self.floors.len() {
+            0 => String::new(),
+            _ => format!("; {}", floors_said(&self.floors)),
+        };
+        match said.is_empty() {
+            true => (!floors.is_empty()).then(|| format!("passed, every output bitwise{floors}")),
+            false => Some(format!("passed, not all bitwise: {}{floors}", said.join("; "))),
+        }
     }
 }
+
+/// Varying outputs' detection floors, in the order given, as a clause.
+fn floors_said(floors: &[Floor]) -> String {
+    let each: Vec<String> = floors.iter().map(Floor::said).collect();
+    format!(
+        "the detection floor of each varying output, the smallest effect caught with a miss rate of {MISS_RATE} \
+         (a false-failure rate of {FALSE_FAILURE_RATE:.1e} each): {}",
+        each.join("; ")
+    )
+}
+
 /// A template's first-launch outputs: every expected one present, agreeing with the
 /// original run, then against the CPU reference the core names. An unchecked template is
 /// skipped with the core's reason.
@@ -484,8 +538,9 @@ fn outputs_of(
     let mut agreed = Agreed::default();
     let mut differing = Vec::new();
     for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
-        match agreements.agrees(o, &o.expected_sha256) {
-            Ok(agreement) => agreed.add(o, agreement),
+        match agreements.agrees(o, &o.expected_sha256).map(|a| (a, agreements.checks_nothing(o))) {
+            Ok((_, Some(nothing))) => differing.push(nothing),
+            Ok((agreement, None)) => agreed.add(o, agreement),
             Err(why) => differing.push(match (reference.differences)(o) {
                 Some(differences) => format!("{why} ({differences})"),
                 None => why,
@@ -496,6 +551,7 @@ fn outputs_of(
         return Err(Verdict::Failed(differing.join("; ")));
     }
     let worst = (reference.within)(t.name)?;
+    agreed.floors = agreements.floors().into_iter().filter(|f| f.template == t.name).collect();
     agreed.metrics = Metrics::from([
         measured("outputs-compared", t.expected as f64, "1"),
         measured("reference-max-scaled-diff", worst as f64, "1"),
@@ -573,27 +629,35 @@ fn poison_independent(
 }
 
 /// The checker of this gnomon must refuse a wrong output of every output of every
-/// template: each first-launch output is altered in turn (its digest, and a varying
-/// output's bytes past any tolerance) and the rule the outputs cases use must refuse it.
+/// template: each first-launch output is altered in turn (its digest; a varying output's
+/// bytes inverted, and moved just past each limit its recorded distances give) and the
+/// rule the outputs cases use must refuse it. Its reason lists the varying outputs'
+/// detection floors, least sensitive first.
 fn checker_rejects_wrong_outputs(
     templates: &[&str],
     outputs: &[OutputCheck],
     agreements: &Agreements,
 ) -> Result<Metrics, Verdict> {
-    let mut altered = 0;
+    let (mut altered, mut defects) = (0, 0);
     for o in outputs.iter().filter(|o| o.launch == 0) {
-        if agreements.agrees(&agreements.wrong(o), &o.expected_sha256).is_ok() {
-            return Err(Verdict::Failed(format!(
-                "the checker accepted a wrong output for template `{}` output `{}`",
-                o.template, o.buffer
-            )));
+        for (what, wrong) in agreements.wrongs(o) {
+            if agreements.agrees(&wrong, &o.expected_sha256).is_ok() {
+                return Err(Verdict::Failed(format!(
+                    "the checker accepted a wrong output for template `{}` output `{}`: {what}",
+                    o.template, o.buffer
+                )));
+            }
+            defects += 1;
         }
         altered += 1;
     }
-    match templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
-        Some(t) => Err(Verdict::Failed(format!("template `{t}` produced no output to check"))),
-        None => Ok(Metrics::from([measured("wrong-digests-refused", altered as f64, "1")])),
+    if let Some(t) = templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
+        return Err(Verdict::Failed(format!("template `{t}` produced no output to check")));
     }
+    Ok(Metrics::from([
+        measured("wrong-digests-refused", altered as f64, "1"),
+        measured("wrong-outputs-refused", defects as f64, "1"),
+    ]))
 }
 
 /// The restore stopped: the stages before the failing one passed, the failing stage's

@@ -390,6 +390,7 @@ pub(super) fn digest_within(buffer: &str, bytes: &[u8], expected: &[f32], tolera
             buffer: buffer.into(),
             sha256: hash_hex(bytes).expect("hashing memory"),
             variation: None,
+            element: None,
         }),
         false => Err(diff),
     }

@@ -14,6 +14,7 @@ use crate::{
     errors::{FlagsError, ValidationError as E},
     flags::InstantiateFlags,
     shards::ShardCap,
+    spread::Distance,
     {
         buffer_at,
         digest::{chunk_count, CHUNK_BYTES_RANGE},
@@ -130,6 +131,9 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
         if let Some(o) = e.outputs.iter().find(|o| o.variation.is_some()) {
             return found("variation", output_item(&e.template, &o.buffer));
         }
+        if let Some(o) = e.outputs.iter().find(|o| o.element.is_some()) {
+            return found("element", output_item(&e.template, &o.buffer));
+        }
         if e.speed.is_some() {
             return found("speed", format!("expectation of template `{}`", e.template));
         }
@@ -139,6 +143,19 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
 
 fn output_item(template: &str, buffer: &str) -> String {
     format!("expectation of template `{template}` output `{buffer}`")
+}
+
+/// An output's declared element (v3) divides its buffer and is its variation's, if any.
+fn element(template: &str, buffer: &Buffer, o: &crate::OutputDigest) -> Result {
+    let Some(element) = o.element else { return Ok(()) };
+    let what = match &o.variation {
+        _ if buffer.size % element.size() as u64 != 0 => {
+            format!("its {} bytes are not a whole number of {element:?} elements", buffer.size)
+        }
+        Some(v) if v.element != element => format!("element {element:?}, but its variation's is {:?}", v.element),
+        _ => return Ok(()),
+    };
+    Err(E::Unsettled { item: output_item(template, &buffer.name), what })
 }
 
 /// At most this many launches recorded of a varying output.
@@ -187,6 +204,7 @@ fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) 
             said(v.rtol)
         ));
     }
+    distances(v).map_or(Ok(()), fail)?;
     if v.file.is_empty() {
         return fail("names no file of the first launch's bytes".into());
     }
@@ -198,6 +216,30 @@ fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) 
         Some(n) => fail(format!("names node `{n}` twice")),
         None => Ok(()),
     }
+}
+
+/// What is wrong with a variation's distances, if anything: none, or one per other digest
+/// of a float output whose spread is its own, each finite, ≥ 0, and its block's RMS at
+/// least the whole output's (the largest block mean of squares is at least their mean).
+fn distances(v: &Variation) -> Option<String> {
+    let n = v.distances.len();
+    match (&v.spread_of, n) {
+        (_, 0) => return None,
+        (Some(_), n) => return Some(format!("takes another output's spread but records {n} distances: none")),
+        (None, n) if n != v.sha256s.len() => {
+            return Some(format!("{n} distances for {} other digests: one each, or none", v.sha256s.len()))
+        }
+        _ if !v.element.is_float() => return Some(format!("{n} distances of bytes, which compare bitwise: none")),
+        _ => {}
+    }
+    let measured = |x: f64| x.is_finite() && x >= 0.0;
+    // Summed in another order, the two means can differ in their last bits.
+    let ordered = |d: &Distance| d.block_rms >= d.rms * (1.0 - 1e-9);
+    let wrong = v.distances.iter().find(|d| !measured(d.rms) || !measured(d.block_rms) || !ordered(d))?;
+    Some(format!(
+        "distance rms {}, block-rms {}: each finite ≥ 0, the block's at least the whole output's",
+        wrong.rms, wrong.block_rms
+    ))
 }
 
 /// At most this many producer figures, so a manifest cannot flood a report.
@@ -589,6 +631,7 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
         let template = templates[e.template.as_str()];
         for o in &e.outputs {
             digest(|| output_item(&e.template, &o.buffer), &o.sha256)?;
+            element(&e.template, buffers.by_name[o.buffer.as_str()], o)?;
             if let Some(v) = &o.variation {
                 variation(template, buffers.by_name[o.buffer.as_str()], &o.sha256, v)?;
             }
@@ -695,8 +738,10 @@ mod tests {
             spread_of: spread_of.map(|of| OutputRef { template: of.into(), buffer: "y".into() }),
             file: "outputs/first.bin".into(),
             nodes: vec![],
+            distances: vec![],
         };
-        let outputs = vec![OutputDigest { buffer: "y".into(), sha256: "0".repeat(64), variation: Some(variation) }];
+        let variation = Some(variation);
+        let outputs = vec![OutputDigest { buffer: "y".into(), sha256: "0".repeat(64), variation, element: None }];
         Expectation { template: t.into(), outputs, reference: None, tolerance: None, speed: None }
     }
 

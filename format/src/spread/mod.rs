@@ -5,9 +5,20 @@
 //! reads it; `atol` and `rtol` are fitted to what the launches showed. Distances in ULP
 //! are kept only as a description: across zero, neighbouring values of opposite sign lie
 //! billions of ULP apart, and a bfloat16 allowance of thousands of ULP covers every value.
-//! Non-float elements compare bitwise.
+//! Non-float elements compare bitwise. Beside the envelope, each launch's [`Distance`] from
+//! the first (an RMS over the output and over its noisiest block) is recorded, and a judge
+//! holds a replay's distance to the [`Bound`] those distances give.
+
+mod bound;
+mod defect;
+mod distance;
 
 use serde::{Deserialize, Serialize};
+
+pub use bound::{Bound, FALSE_FAILURE_RATE, MISS_RATE};
+pub use defect::past_limit;
+pub use distance::{Distance, BLOCK_BYTES};
+use distance::{PartSquares, Squares};
 
 /// An output's element type, as far as a tolerance cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,6 +68,22 @@ impl Element {
             "bfloat16" => Element::Bfloat16,
             _ => Element::Bytes,
         }
+    }
+
+    /// Whether `bytes` say nothing a comparison could check: a float output whose every
+    /// element is NaN or infinite, or of two or more elements all alike (what a port that
+    /// reads memory it never writes, or computes nothing, leaves). `None` for bytes.
+    pub fn blank(self, bytes: &[u8]) -> Option<Blank> {
+        let size = self.size();
+        if !self.is_float() || bytes.is_empty() || bytes.len() % size != 0 {
+            return None;
+        }
+        let mut elements = bytes.chunks_exact(size);
+        if elements.clone().all(|e| !self.value(bits_of(e)).is_finite()) {
+            return Some(Blank::NonFinite);
+        }
+        let first = elements.next()?;
+        (bytes.len() > size && elements.all(|e| e == first)).then(|| Blank::Alike(self.value(bits_of(first))))
     }
 
     /// The element at `i` of `bytes` (little-endian): its value, and its bits mapped onto
@@ -110,12 +137,21 @@ impl Element {
             .zip(b.chunks_exact(size))
             .enumerate()
             .filter(|(_, (x, y))| x != y)
-            .map(move |(i, _)| Pair { first: self.at(a, i), other: self.at(b, i) })
+            .map(move |(i, _)| Pair { at: i, first: self.at(a, i), other: self.at(b, i) })
     }
 }
 
+/// What makes an output's bytes say nothing ([`Element::blank`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Blank {
+    /// Every element NaN or infinite.
+    NonFinite,
+    /// Every element this one value.
+    Alike(f64),
+}
+
 /// Bytes of an output one thread takes at a time: fixed, so what is summed from the parts
-/// does not depend on the host's cores; a multiple of every element's size.
+/// does not depend on the host's cores; a multiple of [`BLOCK_BYTES`].
 const PART_BYTES: usize = 4 << 20;
 
 fn parts_of(bytes: &[u8]) -> usize {
@@ -138,8 +174,10 @@ fn bits_of(element: &[u8]) -> u64 {
     }
 }
 
-/// One element on both sides: value, and ordered bits (`None` for a NaN).
+/// One element on both sides: its index, each side's value, and ordered bits (`None` for
+/// a NaN).
 struct Pair {
+    at: usize,
     first: (f64, Option<i64>),
     other: (f64, Option<i64>),
 }
@@ -175,18 +213,29 @@ pub struct Fit {
     /// The largest share of its allowance any differing element used (above 1: outside).
     pub worst_share: f64,
     pub max_abs: f64,
+    /// How far the output lies from the first launch as a whole (finite elements only).
+    pub distance: Distance,
 }
 
-impl Fit {
-    /// Two parts of one output together (their element count is the caller's).
-    fn and(self, other: Self) -> Self {
-        Self {
-            differing: self.differing + other.differing,
-            outside: self.outside + other.outside,
-            worst_share: self.worst_share.max(other.worst_share),
-            max_abs: self.max_abs.max(other.max_abs),
-            ..self
-        }
+/// What one part of an output showed against an envelope.
+#[derive(Clone, Copy, Default)]
+struct PartFit {
+    fit: Fit,
+    squares: PartSquares,
+}
+
+impl PartFit {
+    /// Two parts of one output together, the earlier first.
+    fn and(self, later: Self) -> Self {
+        let (a, b) = (self.fit, later.fit);
+        let fit = Fit {
+            differing: a.differing + b.differing,
+            outside: a.outside + b.outside,
+            worst_share: a.worst_share.max(b.worst_share),
+            max_abs: a.max_abs.max(b.max_abs),
+            ..a
+        };
+        Self { fit, squares: self.squares.and(later.squares) }
     }
 }
 
@@ -206,13 +255,15 @@ impl Envelope {
             };
         }
         let held = |i| self.holds_part(element, part(first, i), part(got, i));
-        let fits = crate::on_cores::map(parts_of(first), held);
-        Fit { elements, ..fits.into_iter().reduce(Fit::and).unwrap_or_default() }
+        let parts = crate::on_cores::map(parts_of(first), held);
+        let PartFit { fit, squares } = parts.into_iter().reduce(PartFit::and).unwrap_or_default();
+        Fit { elements, distance: squares.distance(elements), ..fit }
     }
 
     /// [`Self::holds`] over one part of an output, its element count left 0.
-    fn holds_part(&self, element: Element, first: &[u8], got: &[u8]) -> Fit {
+    fn holds_part(&self, element: Element, first: &[u8], got: &[u8]) -> PartFit {
         let mut fit = Fit::default();
+        let mut squares = Squares::of_part(element.size(), first.len() / element.size());
         for pair in element.differing(first, got) {
             let (f, x) = (pair.first.0, pair.other.0);
             fit.differing += 1;
@@ -225,6 +276,7 @@ impl Envelope {
                 (false, false) if f.is_finite() && x.is_finite() => {
                     let d = (x - f).abs();
                     fit.max_abs = fit.max_abs.max(d);
+                    squares.add(pair.at, d);
                     if d == 0.0 {
                         continue;
                     }
@@ -235,7 +287,7 @@ impl Envelope {
             fit.worst_share = fit.worst_share.max(share);
             fit.outside += u64::from(share > 1.0);
         }
-        fit
+        PartFit { fit, squares: squares.finish() }
     }
 
     /// The envelope widened by `margin`.
@@ -270,6 +322,28 @@ impl Allowance {
     }
 }
 
+/// What a replay's [`Distance`] from the first launch may reach: each statistic's bound.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    pub rms: Bound,
+    pub block_rms: Bound,
+}
+
+impl Bounds {
+    /// The bounds of recorded `distances`, or `None` for none.
+    pub fn of(distances: &[Distance]) -> Option<Self> {
+        let each = |f: fn(&Distance) -> f64| Bound::of(&distances.iter().map(f).collect::<Vec<_>>());
+        Some(Self { rms: each(|d| d.rms)?, block_rms: each(|d| d.block_rms)? })
+    }
+
+    /// The statistic of `d` past its limit, if one is: its name, value and bound.
+    pub fn exceeded(&self, d: Distance) -> Option<(&'static str, f64, Bound)> {
+        [("RMS distance", d.rms, self.rms), ("RMS distance in one 4 KiB block", d.block_rms, self.block_rms)]
+            .into_iter()
+            .find(|(_, value, bound)| !bound.holds(*value))
+    }
+}
+
 /// How launches of one output differed from its first launch, gathered launch by launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spread {
@@ -289,6 +363,8 @@ pub struct Spread {
     mean_magnitude: Option<f64>,
     /// For each rung's `rtol`, the smallest `atol` that covered every element seen.
     atol_at: [f64; RUNGS],
+    /// Each launch's distance from the first, in the order they were added.
+    pub distances: Vec<Distance>,
 }
 
 /// What one launch showed against the first, over a part of an output or all of it.
@@ -299,17 +375,20 @@ struct Widening {
     max_abs: f64,
     max_ulp: u64,
     atol_at: [f64; RUNGS],
+    squares: PartSquares,
 }
 
 impl Widening {
     fn of(element: Element, first: &[u8], other: &[u8]) -> Self {
         let mut w = Self::default();
+        let mut squares = Squares::of_part(element.size(), first.len() / element.size());
         let rungs: [f64; RUNGS] = std::array::from_fn(|j| rung(element, j));
-        for Pair { first: (f, of), other: (x, ox) } in element.differing(first, other) {
+        for Pair { at, first: (f, of), other: (x, ox) } in element.differing(first, other) {
             w.differing += 1;
             match (element.is_float() && f.is_finite() && x.is_finite(), of, ox) {
                 (true, Some(of), Some(ox)) => {
                     let (d, a) = ((x - f).abs(), f.abs());
+                    squares.add(at, d);
                     w.max_abs = w.max_abs.max(d);
                     w.max_ulp = w.max_ulp.max(of.abs_diff(ox));
                     for (atol, r) in w.atol_at.iter_mut().zip(rungs) {
@@ -321,17 +400,18 @@ impl Widening {
                 _ => w.incomparable += 1,
             }
         }
-        w
+        Self { squares: squares.finish(), ..w }
     }
 
-    /// Two parts of one launch together.
-    fn and(self, other: Self) -> Self {
+    /// Two parts of one launch together, the earlier first.
+    fn and(self, later: Self) -> Self {
         Self {
-            differing: self.differing + other.differing,
-            incomparable: self.incomparable + other.incomparable,
-            max_abs: self.max_abs.max(other.max_abs),
-            max_ulp: self.max_ulp.max(other.max_ulp),
-            atol_at: std::array::from_fn(|j| self.atol_at[j].max(other.atol_at[j])),
+            differing: self.differing + later.differing,
+            incomparable: self.incomparable + later.incomparable,
+            max_abs: self.max_abs.max(later.max_abs),
+            max_ulp: self.max_ulp.max(later.max_ulp),
+            atol_at: std::array::from_fn(|j| self.atol_at[j].max(later.atol_at[j])),
+            squares: self.squares.and(later.squares),
         }
     }
 }
@@ -350,11 +430,12 @@ impl Spread {
             incomparable: 0,
             mean_magnitude: None,
             atol_at: [0.0; RUNGS],
+            distances: Vec::new(),
         }
     }
 
-    /// Widens the spread by a launch that gave `other` where the first gave `first`.
-    /// Lengths that differ are all incomparable.
+    /// Widens the spread by a launch that gave `other` where the first gave `first`, and
+    /// notes its distance. Lengths that differ are all incomparable and have no distance.
     pub fn add(&mut self, first: &[u8], other: &[u8]) {
         let size = self.element.size();
         if first.len() != other.len() || first.len() % size != 0 {
@@ -374,6 +455,7 @@ impl Spread {
         }
         self.differing = self.differing.max(launch.differing);
         self.incomparable = self.incomparable.max(launch.incomparable);
+        self.distances.push(launch.squares.distance(self.elements));
     }
 
     pub fn differing_fraction(&self) -> f64 {
@@ -513,7 +595,7 @@ mod tests {
         let s = spread(Element::Bytes, &[1, 2, 3], &[&[1, 2, 4]]);
         assert_eq!((s.differing, s.incomparable, s.max_ulp), (1, 1, 0));
         assert_eq!(wide.holds(Element::Bytes, &[1, 2, 3], &[1, 2, 4]).outside, 1);
-        let misfit = Fit { elements: 2, differing: 2, outside: 2, worst_share: f64::INFINITY, max_abs: 0.0 };
+        let misfit = Fit { elements: 2, differing: 2, outside: 2, worst_share: f64::INFINITY, ..Fit::default() };
         assert_eq!(wide.holds(Element::Float32, &[0; 8], &[0; 4]), misfit, "lengths differ");
         let s = spread(Element::Float32, &[0; 8], &[&[0; 12]]);
         assert_eq!((s.differing, s.incomparable), (2, 2), "lengths differ");
@@ -571,6 +653,21 @@ mod tests {
         let s = spread(Element::Float32, &first, &[&f32s(&[1.5, 2.0, 3.0, 4.0]), &f32s(&[1.0, 2.5, 3.5, 4.0])]);
         assert_eq!((s.differing, s.differing_fraction()), (2, 0.5));
         assert_eq!(s.envelope().holds(Element::Float32, &first, &f32s(&[1.5, 2.5, 3.5, 4.0])).outside, 0);
+    }
+
+    /// NaN everywhere (the poison's 0xff bytes, or computed), infinities mixed in, or one
+    /// value repeated: blank; one finite element, or one differing, is not.
+    #[test]
+    fn outputs_of_nothing_but_nan_or_one_value_are_blank() {
+        assert_eq!(Element::Bfloat16.blank(&[0xff; 64]), Some(Blank::NonFinite));
+        assert_eq!(Element::Float32.blank(&f32s(&[f32::NAN, f32::INFINITY, -f32::INFINITY])), Some(Blank::NonFinite));
+        assert_eq!(Element::Float32.blank(&f32s(&[f32::NAN, 1.0])), None);
+        assert_eq!(Element::Bfloat16.blank(&bf16s(&[0.0; 8])), Some(Blank::Alike(0.0)));
+        assert_eq!(Element::Bfloat16.blank(&bf16s(&[2.5, 2.5, 2.5, 2.5])), Some(Blank::Alike(2.5)));
+        assert_eq!(Element::Bfloat16.blank(&bf16s(&[2.5, 2.5, 2.5, 2.0])), None);
+        assert_eq!(Element::Float32.blank(&f32s(&[3.0])), None, "one finite element is a value");
+        assert_eq!(Element::Bytes.blank(&[0; 16]), None, "integers alike are a value: token ids can all agree");
+        assert_eq!(Element::Float32.blank(&[0; 6]), None, "not a whole number of elements");
     }
 
     #[test]
