@@ -7,6 +7,8 @@ port_command() {
     # The many-way combine: top 8 of 32 experts added into each token's row by index_add_.
     moe-top8) echo python/ports/moe.py --experts 32 --top 8 --combine index-add ;;
     moe-top8-bf16) echo python/ports/moe.py --experts 32 --top 8 --combine index-add --dtype bfloat16 ;;
+    # Every GEMM a Triton split-K kernel adding partial sums with atomics: every template varies.
+    splitk) echo python/ports/splitk.py ;;
     qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
     # Qwen2-1.5B whole: 28 layers, SDPA's own grouped-query attention, argmax on a side stream.
     qwen2-28-gqa) echo python/ports/decode.py --model qwen2 --layers 28 --gqa sdpa --argmax-side-stream \

@@ -119,6 +119,14 @@ pub struct Varied {
     pub spread_of: Option<String>,
     /// The nodes of its template that run a kernel found to vary: id, kernel.
     pub nodes: Vec<(String, String)>,
+    /// The smallest effect a judge catches (miss rate 0.2), over the whole output and in
+    /// one 4 KiB block, in units of the mean distance its launches lay from the first
+    /// (`gnomon_format::spread::Bound`); absent where none is recorded (a taken spread's
+    /// floors are its source's) or any change of value is caught.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rms_floor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_rms_floor: Option<f64>,
 }
 
 /// What [`expectations`] found.
@@ -604,6 +612,8 @@ fn varied(template: &str, o: &Observed, v: &Variation, nodes: &[(String, String)
         differing_fraction: v.differing_fraction,
         spread_of,
         nodes: nodes.to_vec(),
+        rms_floor: v.bounds().and_then(|b| b.rms.floor()),
+        block_rms_floor: v.bounds().and_then(|b| b.block_rms.floor()),
     }
 }
 

@@ -282,6 +282,8 @@ def plant_defect(planted, model, graphs, outputs, caches, inputs):
     step again with the middle layer giving back its input. Returns the fraction of a
     perturbed weight's elements that changed."""
     kind, rel = plant.kind(planted)
+    if kind == "unwritten":
+        raise SystemExit("hf.py plants no unwritten read: python/ports/splitk.py does")
     if kind == "weight":
         mlp = model.model.layers[len(model.model.layers) // 2].mlp
         down = getattr(mlp, "down_proj", None)

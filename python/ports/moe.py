@@ -90,8 +90,8 @@ def main():
     plant.arguments(p)
     a = p.parse_args()
     planted = plant.kind(a.plant) if a.plant else (None, None)
-    if planted[0] == "kv-slot":
-        raise SystemExit("moe.py has no KV cache to write one slot off")
+    if planted[0] in ("kv-slot", "unwritten"):
+        raise SystemExit(f"moe.py plants no {planted[0]}: it has no KV cache, and splitk.py reads unwritten memory")
     if a.deterministic:
         gt.deterministic()
     gt.use_arena("8GiB")

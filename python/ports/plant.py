@@ -17,12 +17,13 @@ import shutil
 
 import torch
 
-KINDS = ("control", "weight", "kv-slot", "skip-layer")
+KINDS = ("control", "weight", "kv-slot", "skip-layer", "unwritten")
 
 
 def arguments(parser):
     parser.add_argument("--plant", help="control, weight:REL (one layer's weight tensor, each element times "
-                                        "1 ± REL), kv-slot or skip-layer: export with this defect made")
+                                        "1 ± REL), kv-slot, skip-layer or unwritten (a tensor no node writes "
+                                        "read; exported with its own expectations): export with this defect made")
     parser.add_argument("--against", help="the port's own core, whose expectations the planted core takes")
 
 
@@ -30,7 +31,7 @@ def kind(plant):
     """(kind, value) of a `--plant` argument."""
     name, _, value = plant.partition(":")
     if name not in KINDS or (name == "weight") != bool(value):
-        raise SystemExit(f"unknown plant {plant}: control, weight:REL, kv-slot or skip-layer")
+        raise SystemExit(f"unknown plant {plant}: control, weight:REL, kv-slot, skip-layer or unwritten")
     return name, float(value) if value else None
 
 

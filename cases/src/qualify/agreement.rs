@@ -228,7 +228,8 @@ impl<'m> Agreements<'m> {
         );
         if !admitted {
             let margin = self.rule.margin;
-            return unrecorded(&match fit.outside {
+            let distances = v.bounds.map_or(String::new(), |b| format!("; {}", distances_said(&fit, &b)));
+            let past = match fit.outside {
                 0 => format!(
                     "{} of its {} elements differ from the original's first launch, more than the {:.4} allowed \
                      ({:.4} {recorded} × margin {margin})",
@@ -240,14 +241,13 @@ impl<'m> Agreements<'m> {
                      difference {:e}",
                     fit.elements, allowance.envelope.atol, allowance.envelope.rtol, fit.worst_share, fit.max_abs
                 ),
-            });
+            };
+            return unrecorded(&(past + &distances));
         }
-        if let Some((what, value, bound)) = v.bounds.and_then(|b| b.exceeded(fit.distance)) {
+        if let Some((bounds, (what, _, bound))) = v.bounds.and_then(|b| Some((b, b.exceeded(fit.distance)?))) {
             return unrecorded(&format!(
-                "its {what} from the original's first launch is {value:.3e}, {}, past the limit of {} (the \
-                 distances {recorded}; {})",
-                in_means(&bound, value),
-                in_means(&bound, bound.limit),
+                "its {what} from the original's first launch is past its limit: {} (the distances {recorded}; {})",
+                distances_said(&fit, &bounds),
                 derivation(&bound)
             ));
         }
@@ -276,18 +276,31 @@ impl<'m> Agreements<'m> {
         for (what, range, bound, statistic) in moves {
             if let Some((bytes, distance)) = past_limit(element, &v.first_launch, range, bound.limit, statistic) {
                 let by = in_means(&bound, statistic(&distance));
-                wrongs.push((format!("{what} ({by})"), with(bytes)));
+                wrongs.push((format!("{what} ({by} recorded means)"), with(bytes)));
             }
         }
         wrongs
     }
 }
 
-/// `value` in units of the bound's recorded mean, in words.
+/// How far an output lay from the first launch, whole and in its noisiest block, beside
+/// each limit, in units of the mean distance its recorded launches lay (a plant's
+/// *effect*); absolute where those launches moved no value.
+pub fn distances_said(fit: &Fit, bounds: &Bounds) -> String {
+    format!(
+        "its RMS distance {} (limit {}), in its noisiest 4 KiB block {} (limit {}), in means of its {} recorded \
+         launches' distances",
+        in_means(&bounds.rms, fit.distance.rms),
+        in_means(&bounds.rms, bounds.rms.limit),
+        in_means(&bounds.block_rms, fit.distance.block_rms),
+        in_means(&bounds.block_rms, bounds.block_rms.limit),
+        bounds.rms.launches,
+    )
+}
+
+/// `value` in units of the bound's recorded mean, or absolute where that mean is 0.
 fn in_means(bound: &Bound, value: f64) -> String {
-    bound.in_means(value).map_or(format!("{value:.3e}, where the launches moved no value"), |m| {
-        format!("{m:.2} × the mean its {} recorded launches lay from it", bound.launches)
-    })
+    bound.in_means(value).map_or(format!("{value:.3e} absolute"), |m| format!("{m:.2}"))
 }
 
 /// How a bound's limit was derived, in words.
@@ -575,12 +588,41 @@ mod tests {
         assert!(held(&envelope_alone, &everywhere).is_ok(), "the envelope alone lets it through");
         let said = held(&judge, &everywhere).unwrap_err();
         assert!(said.contains("its RMS distance from the original's first launch is"), "{said}");
-        assert!(said.contains("× the mean its 23 recorded launches lay from it, past the limit of"), "{said}");
+        assert!(said.contains("is past its limit: its RMS distance 2.0"), "{said}");
+        assert!(said.contains("(limit 1.5"), "{said}");
+        assert!(said.contains("in means of its 23 recorded launches' distances"), "{said}");
         let mut one_block = noisy(&first, 97, 0.9, 0.01);
         one_block[1024..2048].iter_mut().enumerate().for_each(|(i, x)| *x += if i % 2 == 0 { 0.018 } else { -0.018 });
         assert!(held(&envelope_alone, &one_block).is_ok(), "the envelope alone lets it through");
         let said = held(&judge, &one_block).unwrap_err();
         assert!(said.contains("its RMS distance in one 4 KiB block"), "{said}");
+    }
+
+    /// What a refused and a tolerated varying output say, held as written:
+    /// `tools/sensitivity.py` reads these sentences out of qualify's reports (its test
+    /// reads this snapshot).
+    #[test]
+    fn the_distances_are_said_as_the_sensitivity_table_reads_them() {
+        let (judge, first) = split_k(true);
+        let everywhere: Vec<f32> = noisy(&first, 98, 0.9, 0.01).iter().map(|x| x + 0.0165).collect();
+        let refused = held(&judge, &everywhere).unwrap_err();
+        let Ok(Agreement::Tolerated { fit, bounds: Some(bounds), .. }) = held(&judge, &noisy(&first, 99, 0.9, 0.01))
+        else {
+            panic!("a fresh launch")
+        };
+        let digests = digests_hidden(&refused);
+        insta::assert_snapshot!(format!("{digests}\n`b` `y` launch 0: {}", distances_said(&fit, &bounds)));
+    }
+
+    /// `s` with every 64-digit digest written as `<sha256>`.
+    fn digests_hidden(s: &str) -> String {
+        s.split(' ')
+            .map(|w| match w.trim_end_matches(',') {
+                d if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => w.replace(d, "<sha256>"),
+                _ => w.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The self-test's defects sit just past each limit and are refused; the floors say

@@ -25,7 +25,7 @@ use gnomon_core::{
 use gnomon_reports::{CaseRecord, Status};
 
 use super::{
-    agreement::{Agreement, Agreements, Floor},
+    agreement::{distances_said, Agreement, Agreements, Floor},
     case::{CoreCase, Phase, Step},
     core_cases, speed, Budget, CoreDir, Profile,
 };
@@ -430,12 +430,7 @@ impl Agreed {
                         let rms = b.rms.in_means(fit.distance.rms).unwrap_or(0.0);
                         let block = b.block_rms.in_means(fit.distance.block_rms).unwrap_or(0.0);
                         self.distance_in_means = self.distance_in_means.max(rms).max(block);
-                        format!(
-                            "; its RMS distance {rms:.2} × the mean of its recorded launches (limit {:.2} ×), in its \
-                             noisiest 4 KiB block {block:.2} × (limit {:.2} ×)",
-                            b.rms.in_means(b.rms.limit).unwrap_or(0.0),
-                            b.block_rms.in_means(b.block_rms.limit).unwrap_or(0.0)
-                        )
+                        format!("; {}", distances_said(&fit, &b))
                     }
                     None => {
                         "; judged by its envelope alone: the core records no distances (written before them)".into()
