@@ -25,7 +25,7 @@ use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     progress::{Progress, Unit},
-    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, POISON, TIMED_LAUNCHES},
+    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, TIMED_LAUNCHES},
     translate::Instantiate,
 };
 use serde::Serialize;
@@ -182,14 +182,14 @@ fn timed<T>(into: &mut f64, f: impl FnOnce() -> T) -> T {
 }
 
 /// Launches of templates from the core's state as replay loads it, in the capturing
-/// process: the loaded state, a stream, and the device's checksums.
+/// process: the loaded state, a stream, the device's checksums, and the writable buffers'
+/// sums as loaded (replay's [`Scoping`]).
 pub struct Launcher {
     ctx: Context,
     state: LoadedState,
     stream: Stream,
     checksummer: Checksummer,
-    /// The checksum of each writable buffer as loaded.
-    loaded: Vec<u64>,
+    scoping: Scoping,
 }
 
 impl Launcher {
@@ -199,8 +199,8 @@ impl Launcher {
         let state = LoadedState::keep(ctx, m, None)?;
         state.fill_unstored(POISON)?;
         let (stream, checksummer) = (ctx.stream()?, Checksummer::new(ctx)?);
-        let loaded = state.writable_check(&checksummer)?.run(&stream)?;
-        Ok(Self { ctx: ctx.clone(), state, stream, checksummer, loaded })
+        let scoping = Scoping::new(&state, &checksummer, &stream)?;
+        Ok(Self { ctx: ctx.clone(), state, stream, checksummer, scoping })
     }
 
     pub fn context(&self) -> &Context {
@@ -219,20 +219,14 @@ impl Launcher {
         Ok(self.state.read(name)?)
     }
 
-    /// The writable buffers that one launch of `exec` from the loaded state changed: all
-    /// that its later launches need put back, unless one writes elsewhere ([`Self::strayed`]).
+    /// The writable buffers that one launch of `exec` from the loaded state changed.
     fn scope_of(&self, exec: &GraphExec) -> Result<Scope, KitError> {
-        self.launch_once(exec)?;
-        Ok(Scope::changed(&self.loaded, &self.writable_now()?))
+        Ok(self.scoping.scope_of(&self.state, &self.checksummer, exec, &self.stream)?)
     }
 
     /// Whether a writable buffer outside `scope` no longer holds what it was loaded with.
     fn strayed(&self, scope: &Scope) -> Result<bool, KitError> {
-        Ok(scope.strayed(&self.loaded, &self.writable_now()?))
-    }
-
-    fn writable_now(&self) -> Result<Vec<u64>, KitError> {
-        Ok(self.state.writable_check(&self.checksummer)?.run(&self.stream)?)
+        Ok(self.scoping.strayed(&self.state, &self.checksummer, scope, &self.stream)?)
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::checksum::{Checksummer, RangeCheck};
 use crate::{
-    cuda::{ArenaMapping, Context, DeviceBuffer, Stream},
+    cuda::{ArenaMapping, Context, DeviceBuffer, GraphExec, Stream},
     errors::CudaError,
     errors::ReplayError,
 };
@@ -33,6 +33,48 @@ impl Scope {
     pub fn strayed(&self, loaded: &[u64], now: &[u64]) -> bool {
         let Scope::Only(which) = self else { return false };
         (0..loaded.len().min(now.len())).any(|i| loaded[i] != now[i] && !which.contains(&i))
+    }
+}
+
+/// Which writable buffers a template's launches change, found as the exporter finds them:
+/// every writable buffer's sum as loaded, against its sum after one launch from the loaded
+/// state. The kit scopes the resets of its expectations and timed launches this way, and a
+/// restore the resets of its timed launches, so both time a template after the same copies
+/// (what the copies evict from L2 is what the launch then reads slower).
+pub struct Scoping {
+    loaded: Vec<u64>,
+}
+
+impl Scoping {
+    /// The sums of `state`'s writable buffers as loaded (put back first).
+    pub fn new(state: &LoadedState, checksummer: &Checksummer, stream: &Stream) -> Result<Self, ReplayError> {
+        state.reset(stream)?;
+        Ok(Self { loaded: state.writable_check(checksummer)?.run(stream)? })
+    }
+
+    /// The writable buffers one launch of `exec` from the loaded state changed: all that
+    /// its later launches need put back, unless one writes elsewhere ([`Self::strayed`]).
+    pub fn scope_of(
+        &self,
+        state: &LoadedState,
+        checksummer: &Checksummer,
+        exec: &GraphExec,
+        stream: &Stream,
+    ) -> Result<Scope, ReplayError> {
+        state.reset(stream)?;
+        exec.launch(stream)?;
+        Ok(Scope::changed(&self.loaded, &state.writable_check(checksummer)?.run(stream)?))
+    }
+
+    /// Whether a writable buffer outside `scope` no longer holds what it was loaded with.
+    pub fn strayed(
+        &self,
+        state: &LoadedState,
+        checksummer: &Checksummer,
+        scope: &Scope,
+        stream: &Stream,
+    ) -> Result<bool, ReplayError> {
+        Ok(scope.strayed(&self.loaded, &state.writable_check(checksummer)?.run(stream)?))
     }
 }
 

@@ -26,7 +26,7 @@ use bytesize::ByteSize;
 
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
-pub use loaded::{LoadedState, Scope};
+pub use loaded::{LoadedState, Scope, Scoping};
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
@@ -234,7 +234,7 @@ fn restore_and_launch(
     let launched = launch_all(&restored, launches.each.max(1), "replay: launches", stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
-        true => stages.time(Stage::Speed, || time_recorded(ctx, core, &arena, &plan))?,
+        true => stages.time(Stage::Speed, || time_recorded(&restored))?,
         false => Vec::new(),
     };
     let mut repoisoned = Vec::new();
@@ -266,23 +266,24 @@ fn restore_and_launch(
     })
 }
 
-/// Each template whose expectation records a speed, timed as the exporter timed it.
-fn time_recorded(
-    ctx: &Context,
-    core: &Core,
-    arena: &LoadedState,
-    plan: &ReplayPlan<GraphExec>,
-) -> Result<Vec<(String, Speed)>, ReplayError> {
+/// Each template whose expectation records a speed, timed as the exporter timed it: each
+/// launch after the writable buffers its first launch changed were put back ([`Scoping`]),
+/// or all of them where a launch was then seen to write elsewhere.
+fn time_recorded(restored: &Restored) -> Result<Vec<(String, Speed)>, ReplayError> {
+    let Restored { ctx, core, arena, plan, checksummer, .. } = *restored;
     let (m, stream) = (core.manifest(), ctx.stream()?);
     let expected = m.expectations_by_template();
+    let scoping = Scoping::new(arena, checksummer, &stream)?;
     let mut progress = Progress::start("replay: speed", Unit::Items("templates"), m.templates.len() as u64);
     let mut speeds = Vec::new();
     for (template, exec) in m.templates.iter().zip(plan.executables()) {
         if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
-            speeds.push((
-                template.name.clone(),
-                time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?,
-            ));
+            let scope = scoping.scope_of(arena, checksummer, exec, &stream)?;
+            let mut speed = time_launches(ctx, exec, arena, &scope, &stream, recorded.launches)?;
+            if scoping.strayed(arena, checksummer, &scope, &stream)? {
+                speed = time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?;
+            }
+            speeds.push((template.name.clone(), speed));
         }
         progress.advance(1);
     }

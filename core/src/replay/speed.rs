@@ -1,11 +1,12 @@
 //! How fast a template replays on the device: its launches timed by CUDA events, each
 //! from the loaded state, after a warm-up. The exporter records it in the capturing
 //! process (the kit) and qualification measures a restored template with this same
-//! function, so the two figures differ only by what the restore changed and by what the
-//! resets between launches put back: the kit puts back what its template changes
-//! ([`Scope::Only`]), replay everything. The reset runs before each launch's first event,
-//! outside the timing; on the serving catalogue the two figures agreed within 0.5 %
-//! (`baselines/h100-sm90-580.159.04-serving/catalogue-scoped-resets/`).
+//! function, after the same resets: both put back, before each launch, the writable
+//! buffers the template's first launch changed ([`super::Scoping`]). The reset runs before
+//! each launch's first event, outside the timing, but what its copies evict from L2 the
+//! launch then reads again from memory: while the kit put back its template's buffers and
+//! replay every writable buffer of the core, restored templates of a few tens of µs timed
+//! 3-6 µs slower than their originals.
 
 use super::{LoadedState, Scope};
 use crate::{
