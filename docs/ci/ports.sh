@@ -1,5 +1,5 @@
 # The ports the recipes know, by name: `port_command PORT` prints the port's command line
-# after `python3 -m gnomon.torch`. Sourced by repeat.sh and reserved.sh.
+# after `python3 -m gnomon.torch`. Sourced by repeat.sh, reserved.sh, varying.sh and sensitivity.sh.
 port_command() {
   case $1 in
     *-deterministic) echo "$(port_command "${1%-deterministic}")" --deterministic ;;
@@ -24,4 +24,22 @@ port_command() {
     hf32-*) echo python/ports/hf.py --model "${1#hf32-}" --layers 1 --batches "$(seq -s, 32 -1 1)" ;;
     *) echo "unknown port $1" >&2; return 1 ;;
   esac
+}
+
+# Helpers of the recipes that export ports and qualify their cores (varying.sh,
+# sensitivity.sh): each writes the core under $cores and its logs and reports under $work.
+export_one() { # NAME PORT [ARGS...]
+  local name=$1 port=$2 started=$SECONDS
+  shift 2
+  # shellcheck disable=SC2046 # the command is words
+  timeout 300 python3 -m gnomon.torch $(port_command "$port") --out "$cores/$name" \
+    --summary "$work/exports/$name.json" "$@" > "$work/exports/$name.log" 2>&1
+  echo "export $name: exit $? in $((SECONDS - started)) s"
+}
+
+qualify() { # NAME CORE...
+  local name=$1 started=$SECONDS
+  shift
+  gnomon qualify "$@" --report-dir "$work/$name" > "$work/$name.log" 2>&1
+  echo "qualify $name: exit $? in $((SECONDS - started)) s: $(tail -n 1 "$work/$name.log")"
 }

@@ -25,22 +25,6 @@ read -ra ports <<< "${PORTS:-splitk moe-top8-bf16 hf-index-add-qwen3_moe hf-inde
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt"
 pack() { tar -C "$work" -czf "$out/sensitivity-$phase.tar.gz" .; }
 
-export_one() { # NAME PORT [ARGS...]
-  local name=$1 port=$2 started=$SECONDS
-  shift 2
-  # shellcheck disable=SC2046 # the command is words
-  timeout 300 python3 -m gnomon.torch $(port_command "$port") --out "$cores/$name" \
-    --summary "$work/exports/$name.json" "$@" > "$work/exports/$name.log" 2>&1
-  echo "export $name: exit $? in $((SECONDS - started)) s"
-}
-
-qualify() { # NAME CORE...
-  local name=$1 started=$SECONDS
-  shift
-  gnomon qualify "$@" --report-dir "$work/$name" > "$work/$name.log" 2>&1
-  echo "qualify $name: exit $? in $((SECONDS - started)) s: $(tail -n 1 "$work/$name.log")"
-}
-
 plants() { # PORT: the defects planted in it
   case $1 in
     splitk) echo control weight:0.0001 weight:0.0003 weight:0.001 weight:0.0039 skip-layer ;;

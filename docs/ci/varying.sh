@@ -27,22 +27,6 @@ source "$(dirname "$0")/ports.sh"
 read -ra ports <<< "${PORTS:-moe-top8-bf16 hf-index-add-mixtral hf-index-add-qwen3_moe hf-index-add-olmoe}"
 pack() { tar -C "$work" -czf "$out/varying-$phase.tar.gz" .; }
 
-export_one() { # NAME PORT [ARGS...]
-  local name=$1 port=$2 started=$SECONDS
-  shift 2
-  # shellcheck disable=SC2046 # the command is words
-  timeout 300 python3 -m gnomon.torch $(port_command "$port") --out "$cores/$name" \
-    --summary "$work/exports/$name.json" "$@" > "$work/exports/$name.log" 2>&1
-  echo "export $name: exit $? in $((SECONDS - started)) s"
-}
-
-qualify() { # NAME CORE...
-  local name=$1 started=$SECONDS
-  shift
-  gnomon qualify "$@" --report-dir "$work/$name" > "$work/$name.log" 2>&1
-  echo "qualify $name: exit $? in $((SECONDS - started)) s: $(tail -n 1 "$work/$name.log")"
-}
-
 if [[ $phase == planted ]]; then
   declare -A plants=(
     [moe-top8-bf16]="control weight:0.001 weight:0.0039 weight:0.0156 weight:0.0625 skip-layer"
