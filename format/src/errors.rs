@@ -165,8 +165,8 @@ pub enum ValidationError {
     FileUnreadable { item: String, path: String, reason: String },
     #[error("module `{module}` names no arch: {reason}")]
     ImageArch { module: String, reason: String },
-    #[error("module `{module}` holds code for {image}, which cannot run on the core's sm_{core}")]
-    NoCodeForArch { module: String, image: String, core: u32 },
+    #[error("module `{module}` holds code for {image}, which cannot run on the core's sm_{core}: {rule}")]
+    NoCodeForArch { module: String, image: String, core: u32, rule: &'static str },
 }
 
 /// The instantiation-flags contract.

@@ -20,25 +20,52 @@ pub const HEAD_BYTES: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageArch {
     pub sm: u32,
-    /// A PTX target for one arch only (`sm_90a`, `sm_100f`), which the driver compiles
-    /// for that arch and no other.
-    pub specific: bool,
+    /// What a PTX target's suffix binds it to (a cubin is always [`Targeting::Portable`]:
+    /// its own rule binds it).
+    pub targeting: Targeting,
+}
+
+/// Whether a PTX target runs beyond its own arch: CUDA's `sm_90` (portable), `sm_90a`
+/// (arch-specific) and `sm_100f` (family-specific, CUDA 12.9 and later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Targeting {
+    Portable,
+    /// `a`: that arch only.
+    Arch,
+    /// `f`: its family (its major version) at the same or a later minor.
+    Family,
 }
 
 impl fmt::Display for ImageArch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sm_{}{}", self.sm, if self.specific { " (arch-specific)" } else { "" })
+        match self.targeting {
+            Targeting::Portable => write!(f, "sm_{}", self.sm),
+            Targeting::Arch => write!(f, "sm_{}a", self.sm),
+            Targeting::Family => write!(f, "sm_{}f", self.sm),
+        }
     }
 }
 
 impl ImageArch {
-    /// Whether a module of `kind` for this arch runs on an `sm` device: a cubin on its own
-    /// major version at the same or a later minor; PTX on any later arch, compiled at load.
+    /// Whether a module of `kind` for this arch runs on an `sm` device, by [`Self::rule`].
     pub fn runs_on(&self, kind: ModuleKind, sm: u32) -> bool {
-        match kind {
-            ModuleKind::Cubin => self.sm / 10 == sm / 10 && self.sm <= sm,
-            ModuleKind::Ptx if self.specific => self.sm == sm,
-            ModuleKind::Ptx => self.sm <= sm,
+        let same_family_later = self.sm / 10 == sm / 10 && self.sm <= sm;
+        match (kind, self.targeting) {
+            (ModuleKind::Cubin, _) | (ModuleKind::Ptx, Targeting::Family) => same_family_later,
+            (ModuleKind::Ptx, Targeting::Arch) => self.sm == sm,
+            (ModuleKind::Ptx, Targeting::Portable) => self.sm <= sm,
+        }
+    }
+
+    /// CUDA's rule for where a module of `kind` for this arch runs, in words.
+    pub fn rule(&self, kind: ModuleKind) -> &'static str {
+        match (kind, self.targeting) {
+            (ModuleKind::Cubin, _) => "a cubin runs on its own major version at the same or a later minor",
+            (ModuleKind::Ptx, Targeting::Portable) => "PTX runs on its arch and every later one, compiled at load",
+            (ModuleKind::Ptx, Targeting::Arch) => "arch-specific PTX (`a`) runs on that arch only",
+            (ModuleKind::Ptx, Targeting::Family) => {
+                "family-specific PTX (`f`) runs on its family (its major version) at the same or a later minor"
+            }
         }
     }
 }
@@ -68,7 +95,7 @@ fn cubin_arch(head: &[u8]) -> Result<ImageArch, String> {
     let sm = if header.e_ident().abi_version >= 8 { (flags >> 8) & 0xff } else { flags & 0xff };
     match sm {
         0 => Err(format!("its ELF flags 0x{flags:08x} name no SM")),
-        sm => Ok(ImageArch { sm, specific: false }),
+        sm => Ok(ImageArch { sm, targeting: Targeting::Portable }),
     }
 }
 
@@ -84,7 +111,9 @@ fn ptx_arch(head: &[u8]) -> Result<ImageArch, String> {
     let digits = name.strip_prefix("sm_").ok_or_else(|| format!("its `.target` is `{name}`, not an sm_ arch"))?;
     let (number, suffix) = digits.split_at(digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len()));
     match (number.parse(), suffix) {
-        (Ok(sm), "" | "a" | "f") => Ok(ImageArch { sm, specific: !suffix.is_empty() }),
+        (Ok(sm), "") => Ok(ImageArch { sm, targeting: Targeting::Portable }),
+        (Ok(sm), "a") => Ok(ImageArch { sm, targeting: Targeting::Arch }),
+        (Ok(sm), "f") => Ok(ImageArch { sm, targeting: Targeting::Family }),
         _ => Err(format!("its `.target` is `{name}`, not an sm_ arch")),
     }
 }
@@ -125,28 +154,49 @@ mod tests {
     }
 
     #[test]
-    fn ptx_target_names_the_arch_and_whether_it_is_specific() {
+    fn ptx_target_names_the_arch_and_what_binds_it() {
         let a = |text: &str| ptx_arch(text.as_bytes());
-        assert_eq!(a("// c\n.version 8.0\n.target sm_90\n"), Ok(ImageArch { sm: 90, specific: false }));
-        assert_eq!(a("\t.target sm_90a, debug\n"), Ok(ImageArch { sm: 90, specific: true }));
-        assert_eq!(a(".target sm_100f\n"), Ok(ImageArch { sm: 100, specific: true }));
+        assert_eq!(a("// c\n.version 8.0\n.target sm_90\n"), Ok(ImageArch { sm: 90, targeting: Targeting::Portable }));
+        assert_eq!(a("\t.target sm_90a, debug\n"), Ok(ImageArch { sm: 90, targeting: Targeting::Arch }));
+        assert_eq!(a(".target sm_100f\n"), Ok(ImageArch { sm: 100, targeting: Targeting::Family }));
         assert!(a(".version 8.0\n").unwrap_err().contains("no `.target`"));
         assert!(a(".target compute_90\n").unwrap_err().contains("compute_90"));
         assert!(a(".target sm_9x\n").is_err());
+        assert!(a(".target sm_90b\n").is_err());
     }
 
-    /// A cubin runs on later minors of its major only; PTX on any later arch unless it is
-    /// arch-specific.
+    /// CUDA's rules, one row each: (image, kind, device, runs). Hopper, Blackwell's sm_100
+    /// and sm_103, and the SM120 family's sm_120 and sm_121 that this harness's runners are.
     #[test]
     fn which_images_run_on_which_device() {
-        let image = |sm, specific| ImageArch { sm, specific };
-        assert!(image(90, false).runs_on(ModuleKind::Cubin, 90));
-        assert!(image(86, false).runs_on(ModuleKind::Cubin, 89));
-        assert!(!image(80, false).runs_on(ModuleKind::Cubin, 90));
-        assert!(!image(100, false).runs_on(ModuleKind::Cubin, 90));
-        assert!(image(80, false).runs_on(ModuleKind::Ptx, 90));
-        assert!(!image(100, false).runs_on(ModuleKind::Ptx, 90));
-        assert!(image(90, true).runs_on(ModuleKind::Ptx, 90));
-        assert!(!image(90, true).runs_on(ModuleKind::Ptx, 100));
+        use ModuleKind::{Cubin, Ptx};
+        use Targeting::{Arch, Family, Portable};
+        let rows = [
+            (90, Portable, Cubin, 90, true),
+            (86, Portable, Cubin, 89, true),
+            (120, Portable, Cubin, 121, true),
+            (100, Portable, Cubin, 103, true),
+            (121, Portable, Cubin, 120, false),
+            (80, Portable, Cubin, 90, false),
+            (100, Portable, Cubin, 90, false),
+            (90, Portable, Cubin, 100, false),
+            (80, Portable, Ptx, 90, true),
+            (90, Portable, Ptx, 120, true),
+            (100, Portable, Ptx, 90, false),
+            (90, Arch, Ptx, 90, true),
+            (90, Arch, Ptx, 100, false),
+            (100, Arch, Ptx, 103, false),
+            (120, Arch, Ptx, 121, false),
+            (120, Family, Ptx, 120, true),
+            (120, Family, Ptx, 121, true),
+            (100, Family, Ptx, 103, true),
+            (103, Family, Ptx, 100, false),
+            (100, Family, Ptx, 120, false),
+            (120, Family, Ptx, 100, false),
+        ];
+        for (image, targeting, kind, device, runs) in rows {
+            let arch = ImageArch { sm: image, targeting };
+            assert_eq!(arch.runs_on(kind, device), runs, "{kind:?} for {arch} on sm_{device}: {}", arch.rule(kind));
+        }
     }
 }

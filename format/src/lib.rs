@@ -38,7 +38,7 @@ pub mod spread;
 pub mod tensor_parallel;
 pub mod validate;
 
-pub use image::{arch as image_arch, ImageArch, HEAD_BYTES as IMAGE_HEAD_BYTES};
+pub use image::{arch as image_arch, ImageArch, Targeting, HEAD_BYTES as IMAGE_HEAD_BYTES};
 pub use io::{
     hash_exactly, hash_hex, open_in_core, read_exactly, read_manifest, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES,
 };

@@ -134,7 +134,12 @@ fn runs_on_core_arch(dir: &Path, module: &Module, sm: u32, kept: Option<&[u8]>) 
     let image = crate::image_arch(module.kind, &head).map_err(unreadable)?;
     match image.runs_on(module.kind, sm) {
         true => Ok(()),
-        false => Err(E::NoCodeForArch { module: module.id.clone(), image: image.to_string(), core: sm }),
+        false => Err(E::NoCodeForArch {
+            module: module.id.clone(),
+            image: image.to_string(),
+            core: sm,
+            rule: image.rule(module.kind),
+        }),
     }
 }
 
