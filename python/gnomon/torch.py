@@ -434,9 +434,17 @@ def _main(argv):
         print(f"python -m gnomon.torch: {argv[0]}: no such file", file=sys.stderr)
         return 2
     record()
-    sys.argv = list(argv)
-    runpy.run_path(argv[0], run_name="__main__")
+    _run_script(argv)
     return 0
+
+
+def _run_script(argv):
+    """Runs ``argv[0]`` as ``python SCRIPT ARGS`` would: ``sys.argv`` its words, its own
+    folder first on ``sys.path`` (where ``-m`` put the working directory), so a module
+    beside it imports; ``__file__`` and ``__name__`` as runpy sets them."""
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    runpy.run_path(argv[0], run_name="__main__")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@ import torch
 
 import gnomon.torch as gt
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import plant  # noqa: E402
+import plant
 
 DTYPE = torch.bfloat16
 # Each decode step's closure and cache by template, so a planted defect can capture it again.

@@ -20,16 +20,13 @@ projections, `kv-slot` has no cache to miss).
 """
 
 import argparse
-import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
 import gnomon.torch as gt
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import plant  # noqa: E402
+import plant
 
 HIDDEN, FFN = 1024, 2048
 

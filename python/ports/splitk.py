@@ -15,8 +15,6 @@ expectations (no `--against`).
 """
 
 import argparse
-import os
-import sys
 
 import torch
 import triton
@@ -24,8 +22,7 @@ import triton.language as tl
 
 import gnomon.torch as gt
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import plant  # noqa: E402
+import plant
 
 WIDTHS = (1024, 4096, 1024, 4096, 1024)
 BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K = 16, 64, 64, 8

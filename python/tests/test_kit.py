@@ -164,6 +164,25 @@ def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
     assert ran.stderr.strip() == f"python -m gnomon.torch: {tmp_path / 'missing.py'}: no such file"
 
 
+def test_a_script_runs_as_python_runs_it(tmp_path):
+    """What `python -m gnomon.torch SCRIPT ARGS` runs the script with, once the recorder
+    started, is what `python SCRIPT ARGS` gives it: its argv, its __file__, its folder
+    first on sys.path, so a module beside it imports (from another working directory)."""
+    (tmp_path / "beside.py").write_text("WORD = 'beside'\n")
+    script = tmp_path / "port.py"
+    script.write_text("import sys, beside\n"
+                      "print(sys.argv, __file__, sys.path[0], beside.WORD, __name__)\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plain = subprocess.run([sys.executable, str(script), "--out", "x"], capture_output=True, text=True,
+                           cwd=elsewhere, check=True)
+    kit = subprocess.run([sys.executable, "-c", "import sys, gnomon.torch as gt; gt._run_script(sys.argv[1:])",
+                          str(script), "--out", "x"], capture_output=True, text=True, cwd=elsewhere)
+    assert kit.returncode == 0, kit.stderr
+    assert kit.stdout == plain.stdout
+    assert plain.stdout.split()[-2:] == ["beside", "__main__"]
+
+
 def test_a_cupti_wheel_on_the_interpreters_path_is_found(tmp_path):
     from gnomon.torch import _cupti_on_path
     empty, venv = tmp_path / "empty", tmp_path / "venv" / "site-packages"
