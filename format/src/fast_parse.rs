@@ -125,7 +125,12 @@ impl<'de> Visitor<'de> for OpVisitor {
         }
         let mut fields = serde_json::Map::new();
         fields.insert(first, map.next_value()?);
+        // A key twice is refused as the derive refuses it when `kind` comes first: one
+        // grammar, whatever the order.
         while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+            if fields.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+            }
             fields.insert(key, value);
         }
         let kind = fields.remove(TAG).ok_or_else(|| de::Error::missing_field(TAG))?;
@@ -180,6 +185,9 @@ mod tests {
             (r#"{"kind":"empty","event":"e0"}"#, "unknown field `event`"),
             (r#"{"event":"e0","kind":"empty"}"#, "unknown field `event`"),
             (r#"{"kind":"kernel","kind":"kernel"}"#, "unknown field `kind`"),
+            (r#"{"event":"e0","kind":"event-wait","kind":"empty"}"#, "duplicate field `kind`"),
+            (r#"{"event":"e0","event":"e1","kind":"event-wait"}"#, "duplicate field `event`"),
+            (r#"{"kind":"event-wait","event":"e0","event":"e1"}"#, "duplicate field `event`"),
         ] {
             let error = read(json).unwrap_err();
             assert!(error.contains(says), "{json}: {error}");

@@ -28,7 +28,11 @@ pub struct Manifest {
     pub unchecked: Vec<Unchecked>,
     /// (v3) Seconds the producing process spent (warm-up, capture, instantiate, export),
     /// by name: reported beside the restore's metrics, so the two can be compared.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        deserialize_with = "unique_keys::deserialize"
+    )]
     pub producer_seconds: std::collections::BTreeMap<String, f64>,
     /// (v3) Ranges of other ranks' arenas this rank maps (a peer-mapped arena): its
     /// kernels may hold addresses in them, as a custom all-reduce holds its peers' buffers.
@@ -650,6 +654,42 @@ impl Variation {
 pub struct OutputRef {
     pub template: String,
     pub buffer: String,
+}
+
+/// A map whose every key is given once: a key twice is refused, as a struct's field twice
+/// is, where a plain map would keep the last.
+mod unique_keys {
+    use std::{collections::BTreeMap, fmt, marker::PhantomData};
+
+    use serde::{
+        de::{Error, MapAccess, Visitor},
+        Deserialize, Deserializer,
+    };
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: Deserialize<'de>>(d: D) -> Result<BTreeMap<String, V>, D::Error> {
+        d.deserialize_map(Unique(PhantomData))
+    }
+
+    struct Unique<V>(PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of names, each once")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, V>()? {
+                if found.contains_key(&key) {
+                    return Err(A::Error::custom(format_args!("duplicate key `{key}`")));
+                }
+                found.insert(key, value);
+            }
+            Ok(found)
+        }
+    }
 }
 
 /// Bytes as lowercase hex, the one spelling the format writes; uppercase is refused, so a
