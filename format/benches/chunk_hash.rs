@@ -1,6 +1,6 @@
 //! Which hash verifies shard chunks at the speed they stream (issue 18): SHA-256, BLAKE3
 //! and XXH3-128 over 8 MiB chunks, on one thread and on every core at once, as a restore's
-//! readers hash. Run on the runner: `cargo bench -p gnomon-core --bench chunk_hash`.
+//! readers hash. Run on the runner: `cargo bench -p gnomon-format --bench chunk_hash`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sha2::{Digest, Sha256};

@@ -50,7 +50,8 @@ pub fn metric_plots(runs: &[RunColumn]) -> String {
     let mut out = format!("<h2>Metrics over the runs</h2><p>{} metrics moved across the runs:</p>", moved.len());
     out.push_str("<div class=\"plots\">");
     for (name, metric) in moved {
-        let svg = plot(name, metric, runs.len()).unwrap_or_else(|e| format!("<p>plot of {name} failed: {e}</p>"));
+        let failed = |e| format!("<p>plot of {} failed: {}</p>", escape(name), escape(&format!("{e}")));
+        let svg = plot(name, metric, runs.len()).unwrap_or_else(failed);
         let hidden = metric.series.len().saturating_sub(MAX_SERIES);
         let more = if hidden > 0 { format!("; {hidden} more cases not drawn") } else { String::new() };
         let _ = write!(

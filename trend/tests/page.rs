@@ -93,3 +93,21 @@ fn extreme_finite_values_are_drawn_within_a_finite_axis() {
         assert!(html.contains("1 metrics moved across the runs") && html.contains("<svg"), "{a} {b}");
     }
 }
+
+/// Every text the page embeds is escaped: a case id, a reason and a metric's name that hold
+/// markup are shown as text, never run.
+#[test]
+fn markup_in_a_report_is_shown_as_text() {
+    let hostile = |started_at, seconds| {
+        let mut r = record("replay/<script>alert(1)</script>", Status::Failed, 1.0);
+        r.reason = Some("<script>alert(2)</script>".into());
+        r.metrics = BTreeMap::from([("<script>alert(3)</script>".to_owned(), Metric::new(seconds, "<b>s</b>"))]);
+        night(started_at, vec![r])
+    };
+    let html = page(vec![hostile("2026-11-29T02:00:00Z", 1.0), hostile("2026-11-30T02:00:00Z", 2.0)]);
+    assert!(html.contains("1 metrics moved across the runs"), "the metric is plotted");
+    for markup in ["<script>alert(1)", "<script>alert(2)", "<script>alert(3)", "<b>s</b>"] {
+        assert!(!html.contains(markup), "{markup} embedded as markup");
+    }
+    assert!(html.contains("&lt;script&gt;alert(3)&lt;/script&gt;"));
+}
