@@ -34,6 +34,7 @@ mod on_cores;
 pub mod params;
 pub mod shard_writer;
 pub mod shards;
+pub mod size;
 pub mod spread;
 pub mod tensor_parallel;
 pub mod validate;

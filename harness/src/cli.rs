@@ -378,9 +378,9 @@ fn parse_flags(s: &str) -> Result<u64, String> {
     gnomon_format::flags::InstantiateFlags::new(value).map(|f| f.bits()).map_err(|e| e.to_string())
 }
 
-/// A byte size such as `64MiB`; a plain number is bytes.
+/// A byte size such as `64MiB`; a plain number is bytes (the format's one size parser).
 fn parse_cap(s: &str) -> Result<u64, String> {
-    s.parse::<bytesize::ByteSize>().map(|b| b.as_u64()).map_err(|e| format!("`{s}` is not a size such as 64MiB: {e}"))
+    gnomon_format::size::parse_size(s)
 }
 
 #[derive(Debug, Args)]

@@ -15,20 +15,12 @@ from . import _native
 __all__ = ["validate", "binary", "parse_size"]
 __version__ = _native.__version__
 
-_UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-
-
 def parse_size(size):
-    """Bytes from an int or a string such as ``"64MiB"`` or ``"8 GiB"``."""
-    if isinstance(size, int):
-        return size
-    text = str(size).strip().upper().replace(" ", "")
-    number = text.rstrip("KMGTIB")
-    unit = text[len(number):]
-    if not number.isdigit() or unit not in _UNITS:
-        raise ValueError(f"not a size: {size!r} (write bytes, or e.g. 64MiB, 8GiB)")
-    return int(number) * _UNITS[unit]
+    """Bytes from a size's text such as ``"64MiB"``, ``"8 GiB"`` or ``"1.5GiB"``, or from an
+    int of bytes: read by the Rust parser ``gnomon export --cap`` reads with, so a size is
+    the same at every door. Anything else (``True``, a negative number, digits of another
+    script, a size past 64 bits) raises ``ValueError``, in the parser's words."""
+    return _native.parse_size(size if isinstance(size, str) else repr(size))
 
 
 def validate(core):

@@ -284,6 +284,13 @@ fn describe(b: Block, s: Standing) -> (u64, u64, &'static str) {
     (b.offset, b.size, if s == Standing::Live { "live" } else { "retired" })
 }
 
+/// The bytes a size's text names (`64MiB`, `1.5GiB`, `4096`): the one parser every door
+/// of Gnomon reads sizes with; a text it refuses raises `ValueError` with its words.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    gnomon_format::size::parse_size(text).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// Every rule of the format, file hashes included; returns the core's account as JSON.
 #[pyfunction]
 fn validate(core: PathBuf) -> PyResult<String> {
@@ -302,6 +309,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(arena_stats, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_class::<PyAllocations>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -108,12 +108,24 @@ def test_validation_runs_the_rust_validator(tmp_path):
         gnomon.validate(broken)
 
 
-def test_sizes_parse_or_say_why():
-    assert gnomon.parse_size("64MiB") == 64 << 20
-    assert gnomon.parse_size("8 GiB") == 8 << 30
+SIZES = Path(__file__).resolve().parents[2] / "format" / "tests" / "data" / "sizes.tsv"
+
+
+def test_sizes_parse_as_the_rust_table_says():
+    """The table format/tests/sizes.rs holds the Rust parser to: the package reads it the
+    same way, and a Python int, bool or float goes through the same parser."""
+    rows = [line.rsplit("\t", 1) for line in SIZES.read_text().splitlines() if not line.startswith("#")]
+    assert len(rows) >= 20
+    for text, expected in rows:
+        if expected == "refused":
+            with pytest.raises(ValueError, match="not a size"):
+                gnomon.parse_size(text)
+        else:
+            assert gnomon.parse_size(text) == int(expected), text
     assert gnomon.parse_size(4096) == 4096
-    with pytest.raises(ValueError, match="not a size"):
-        gnomon.parse_size("lots")
+    for refused in (True, False, -5, 2**64, 1.5):
+        with pytest.raises(ValueError, match="not a size"):
+            gnomon.parse_size(refused)
 
 
 def test_the_bundled_binary_validates_a_core():
