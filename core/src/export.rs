@@ -11,7 +11,7 @@ use gnomon_format::{
     shards::{plan, ShardCap},
     validate, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
     FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PeerRange,
-    PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked,
+    PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked, Written,
 };
 
 use crate::{
@@ -273,10 +273,10 @@ impl Exporter {
 
     /// Validates the manifest, then writes it; a core this exporter cannot validate is
     /// never written.
-    pub fn finish(self) -> Result<Manifest, ExportError> {
+    pub fn finish(self) -> Result<(Manifest, Written), ExportError> {
         validate::manifest(&self.manifest)?;
-        self.writer.write_manifest(&self.manifest)?;
-        Ok(self.manifest)
+        let written = self.writer.write_manifest(&self.manifest)?;
+        Ok((self.manifest, written))
     }
 
     fn node_op(

@@ -31,6 +31,8 @@ pub enum CoreError {
     Parse { path: PathBuf, source: serde_json::Error },
     #[error("validate core: {0}")]
     Invalid(#[from] ValidationError),
+    #[error("write {}: it holds files but no {}, so it is no core, and an export replaces only a core; name an empty or new directory", path.display(), crate::MANIFEST_FILE)]
+    NotACore { path: PathBuf },
 }
 
 /// A rule of `docs/format-v2.md` (or v1) that a manifest or its files break.

@@ -1,6 +1,6 @@
 use std::{
     fs,
-    io::{self, Read, Write},
+    io::{self, Read},
     path::{Component, Path, PathBuf},
 };
 
@@ -153,51 +153,5 @@ pub fn hash_hex(mut reader: impl Read) -> io::Result<String> {
             0 => return Ok(hex::encode(hasher.finalize())),
             n => hasher.update(&chunk[..n]),
         }
-    }
-}
-
-/// Writes a core directory: files first, the manifest last and atomically, so a reader
-/// never sees a manifest that names files not yet written.
-pub struct CoreWriter {
-    dir: PathBuf,
-}
-
-impl CoreWriter {
-    pub fn create(dir: &Path) -> Result<Self, CoreError> {
-        fs::create_dir_all(dir).map_err(|source| CoreError::Write { path: dir.into(), source })?;
-        Ok(Self { dir: dir.to_owned() })
-    }
-
-    /// Where the file at `relative` of this core goes.
-    pub fn path_of(&self, relative: &str) -> PathBuf {
-        self.dir.join(relative)
-    }
-
-    /// Writes `bytes` at `relative` and returns their SHA-256.
-    pub fn write_file(&self, relative: &str, bytes: &[u8]) -> Result<String, CoreError> {
-        let path = self.dir.join(relative);
-        let write_err = |source| CoreError::Write { path: path.clone(), source };
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(write_err)?;
-        }
-        fs::write(&path, bytes).map_err(write_err)?;
-        hash_hex(bytes).map_err(write_err)
-    }
-
-    pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), CoreError> {
-        let path = self.dir.join(MANIFEST_FILE);
-        let write_err = |source| CoreError::Write { path: path.clone(), source };
-        let mut file = tempfile::Builder::new()
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .tempfile_in(&self.dir)
-            .map_err(write_err)?;
-        // Buffered: serde writes a token at a time, a system call each without a buffer, and
-        // a serving catalogue's manifest holds millions of tokens.
-        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, &mut file);
-        serde_json::to_writer_pretty(&mut buffered, manifest).map_err(|e| write_err(e.into()))?;
-        buffered.write_all(b"\n").and_then(|()| buffered.flush()).map_err(write_err)?;
-        drop(buffered);
-        file.persist(&path).map_err(|e| write_err(e.error))?;
-        Ok(())
     }
 }

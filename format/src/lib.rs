@@ -23,6 +23,7 @@
 pub mod account;
 pub mod capture_order;
 pub mod contract;
+mod core_writer;
 pub mod digest;
 pub mod errors;
 mod fast_parse;
@@ -39,9 +40,8 @@ pub mod spread;
 pub mod tensor_parallel;
 pub mod validate;
 
+pub use core_writer::{CoreWriter, Written};
 pub use image::{arch as image_arch, ImageArch, Targeting, HEAD_BYTES as IMAGE_HEAD_BYTES};
-pub use io::{
-    hash_exactly, hash_hex, open_in_core, read_exactly, read_manifest, CoreWriter, MANIFEST_FILE, MAX_MANIFEST_BYTES,
-};
+pub use io::{hash_exactly, hash_hex, open_in_core, read_exactly, read_manifest, MANIFEST_FILE, MAX_MANIFEST_BYTES};
 pub use manifest::*;
 pub use validate::Core;

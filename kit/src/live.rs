@@ -162,7 +162,11 @@ pub struct Exported {
     /// Device memory the expectations' executables held at most, one alive at a time
     /// (replay, which holds them all, reports `executables-device-bytes`).
     pub executable_bytes: u64,
+    /// Validating and writing the manifest, syncing the core and swapping it in.
     pub finish_s: f64,
+    /// Of `finish_s`, syncing the core's files and directories to the disk: the price of an
+    /// export that a kill or a power loss cannot leave half written.
+    pub sync_s: f64,
     pub export_s: f64,
 }
 
@@ -255,7 +259,7 @@ pub fn export(
     exporter.producer_seconds(request.producer_seconds);
     exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
     let finishing = Instant::now();
-    let manifest = exporter.finish()?;
+    let (manifest, written) = exporter.finish()?;
     let finish_s = finishing.elapsed().as_secs_f64();
     Ok(Exported {
         templates: manifest.templates.len(),
@@ -282,6 +286,7 @@ pub fn export(
         expectation_stages: expected.stages,
         executable_bytes: expected.executable_bytes,
         finish_s,
+        sync_s: written.sync_s,
         export_s: started.elapsed().as_secs_f64(),
     })
 }

@@ -209,7 +209,7 @@ fn wrong_digest(dir: &Path, position: usize) -> Result<(), Verdict> {
 fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut Manifest)) -> Result<(), Verdict> {
     let mut manifest = read_manifest(dir)?;
     edit(&mut manifest);
-    CoreWriter::create(dir).and_then(|w| w.write_manifest(&manifest)).map_err(|e| Verdict::Blocked(e.to_string()))
+    CoreWriter::rewrite_manifest(dir, &manifest).map_err(|e| Verdict::Blocked(e.to_string()))
 }
 
 /// Replays the core in this process as `gnomon replay` would and expects it to be judged

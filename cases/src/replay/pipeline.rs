@@ -159,7 +159,7 @@ pub fn export(w: &dyn Workload, options: ExportOptions, dir: &Path, handover: Ha
         expectation.speed = speeds.remove(&expectation.template);
         exporter.expect(expectation);
     }
-    let manifest = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
+    let (manifest, _) = exporter.finish().map_err(|e| failed("finish export")(e.to_string()))?;
     let nodes: usize = manifest.templates.iter().map(|t| t.nodes.len()).sum();
     let metrics = Metrics::from([
         measured("export-s", export_s, "s"),
