@@ -132,6 +132,7 @@ fn rebuilt_shape(kind: &NodeKind) -> Shape {
         NodeKind::Memset { .. } => Shape::Other("memset".into()),
         NodeKind::Memcpy { .. } => Shape::Other("memcpy".into()),
         NodeKind::Empty => Shape::Other("empty".into()),
+        NodeKind::Unflat(shape) => Shape::Other(shape.clone()),
         NodeKind::Other(kind) => Shape::Other(kind.clone()),
     }
 }

@@ -327,6 +327,12 @@ impl Exporter {
             }
             NodeKind::Empty => NodeOp::Empty,
             NodeKind::Other(kind) => return Err(fail(format!("a {kind} node cannot be exported"))),
+            NodeKind::Unflat(shape) => {
+                return Err(fail(format!(
+                    "a {shape}: the format holds memsets and copies of one contiguous run, and rebuilt as one \
+                     this node would write other bytes; make the tensor contiguous, or copy it outside the graph"
+                )))
+            }
         })
     }
 

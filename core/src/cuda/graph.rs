@@ -135,6 +135,9 @@ pub enum NodeKind {
         host: Option<HostEnd>,
     },
     Empty,
+    /// A memset or copy that is no one contiguous run (rows with gaps between them, a CUDA
+    /// array), as the driver describes it.
+    Unflat(String),
     Other(String),
 }
 
@@ -403,11 +406,9 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
             // SAFETY: a memset node; the struct is plain data.
             let mut p: sys::CUDA_MEMSET_NODE_PARAMS = unsafe { std::mem::zeroed() };
             check("cuGraphMemsetNodeGetParams", unsafe { sys::cuGraphMemsetNodeGetParams(node, &mut p) })?;
-            Ok(NodeKind::Memset {
-                dst: p.dst,
-                value: p.value,
-                element_size: p.elementSize,
-                count: (p.width * p.height) as u64,
+            Ok(match super::extent::memset(&p) {
+                Ok((dst, count)) => NodeKind::Memset { dst, value: p.value, element_size: p.elementSize, count },
+                Err(shape) => NodeKind::Unflat(shape),
             })
         }
         CU_GRAPH_NODE_TYPE_MEMCPY => {
@@ -418,11 +419,10 @@ fn node_kind(node: sys::CUgraphNode) -> Result<NodeKind> {
             check("cuGraphMemcpyNodeGetParams", unsafe { sys::cuGraphMemcpyNodeGetParams(node, &mut p) })?;
             let src_host = host_address(p.srcMemoryType, p.srcHost as u64, p.srcDevice);
             let dst_host = host_address(p.dstMemoryType, p.dstHost as u64, p.dstDevice);
-            Ok(NodeKind::Memcpy {
-                dst: p.dstDevice,
-                src: p.srcDevice,
-                bytes: (p.WidthInBytes * p.Height.max(1) * p.Depth.max(1)) as u64,
-                host: src_host.map(HostEnd::Source).or(dst_host.map(HostEnd::Destination)),
+            let host = src_host.map(HostEnd::Source).or(dst_host.map(HostEnd::Destination));
+            Ok(match super::extent::copy(&p) {
+                Ok((src, dst, bytes)) => NodeKind::Memcpy { dst, src, bytes, host },
+                Err(shape) => NodeKind::Unflat(shape),
             })
         }
         CU_GRAPH_NODE_TYPE_EMPTY => Ok(NodeKind::Empty),

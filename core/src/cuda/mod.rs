@@ -10,6 +10,7 @@
 
 mod attributes;
 mod build;
+mod extent;
 mod graph;
 mod module;
 mod pinned;
