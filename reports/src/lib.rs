@@ -27,8 +27,9 @@ pub use partition::Partition;
 pub use policy::{Direction, MetricPolicy};
 pub use summary::summary;
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename,
-/// so a reader sees the old file or the new one, never half of one.
+/// Writes `bytes` to `path` through a temporary file in the same directory, synced, and a
+/// rename, then syncs the directory: a reader, a killed writer or a power loss leaves the
+/// old file or the new one, never half of one.
 pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
@@ -38,5 +39,5 @@ pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result
     file.write_all(bytes)?;
     file.as_file().sync_all()?;
     file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()
 }
