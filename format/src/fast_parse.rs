@@ -124,10 +124,10 @@ impl<'de> Visitor<'de> for OpVisitor {
             return kind.read(MapAccessDeserializer::new(map));
         }
         let mut fields = serde_json::Map::new();
-        fields.insert(first, map.next_value()?);
-        // A key twice is refused as the derive refuses it when `kind` comes first: one
-        // grammar, whatever the order.
-        while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+        fields.insert(first, map.next_value::<Strict>()?.0);
+        // A key twice, here or in an object within, is refused as the derive refuses it
+        // when `kind` comes first: one grammar, whatever the order.
+        while let Some((key, Strict(value))) = map.next_entry::<String, Strict>()? {
             if fields.contains_key(&key) {
                 return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
             }
@@ -136,6 +136,61 @@ impl<'de> Visitor<'de> for OpVisitor {
         let kind = fields.remove(TAG).ok_or_else(|| de::Error::missing_field(TAG))?;
         let kind = Kind::deserialize(kind).map_err(de::Error::custom)?;
         kind.read(serde_json::Value::Object(fields).into_deserializer()).map_err(de::Error::custom)
+    }
+}
+
+/// A JSON value that refuses an object giving a key twice (`serde_json::Value` keeps the
+/// last): what a node op whose `kind` is not first is buffered as.
+struct Strict(serde_json::Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(items.into())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = serde_json::Map::new();
+        while let Some((key, Strict(value))) = map.next_entry::<String, Strict>()? {
+            if fields.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+            }
+            fields.insert(key, value);
+        }
+        Ok(fields.into())
     }
 }
 
@@ -188,6 +243,7 @@ mod tests {
             (r#"{"event":"e0","kind":"event-wait","kind":"empty"}"#, "duplicate field `kind`"),
             (r#"{"event":"e0","event":"e1","kind":"event-wait"}"#, "duplicate field `event`"),
             (r#"{"kind":"event-wait","event":"e0","event":"e1"}"#, "duplicate field `event`"),
+            (r#"{"pointers":[{"param":1,"param":2}],"kind":"kernel"}"#, "duplicate field `param`"),
         ] {
             let error = read(json).unwrap_err();
             assert!(error.contains(says), "{json}: {error}");
