@@ -103,6 +103,35 @@ mod tests {
         assert!(d.block_rms > 0.5 && d.rms < d.block_rms / 2.0, "{d:?}");
     }
 
+    fn f32s(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// Each finite element of the range moves by the amount, up then down in turn (its
+    /// place in the range decides, skipped elements counted); NaN, elements past the
+    /// output's end and bytes stay.
+    #[test]
+    fn a_move_goes_up_and_down_in_turn_over_the_range_alone() {
+        let first = f32s(&[1.0, 2.0, 3.0, f32::NAN, 5.0]);
+        assert_eq!(Element::Float32.moved(&first, 0.5, 0..5), f32s(&[1.5, 1.5, 3.5, f32::NAN, 5.5]));
+        assert_eq!(Element::Float32.moved(&first, 0.5, 1..3), f32s(&[1.0, 2.5, 2.5, f32::NAN, 5.0]));
+        assert_eq!(Element::Float32.moved(&first, 0.5, 3..10), f32s(&[1.0, 2.0, 3.0, f32::NAN, 4.5]));
+        assert_eq!(Element::Bytes.moved(&[1, 2, 3], 1.0, 0..3), [1, 2, 3]);
+    }
+
+    /// Where rounding keeps the first move (1 + 2⁻⁸ is 1 in bfloat16), the move grows by a
+    /// quarter at a time until one lands: the defect is the smallest the type can make,
+    /// not one far past the limit; a range past the output's end is cut at its end.
+    #[test]
+    fn a_move_that_rounds_away_grows_by_a_quarter_until_it_lands() {
+        let one = bf16s(&[1.0]);
+        let (moved, d) = past_limit(Element::Bfloat16, &one, 0..100, 0.0, |d| d.rms).unwrap();
+        assert_eq!(moved, bf16s(&[1.0078125]), "the next bfloat16 after 1");
+        assert_eq!(d.rms, 0.0078125);
+        let (_, d) = past_limit(Element::Float32, &f32s(&[1.0; 8]), 0..8, 0.01, |d| d.rms).unwrap();
+        assert!(d.rms > 0.01 && d.rms < 0.0106, "1.05 × the limit, where nothing rounds away: {d:?}");
+    }
+
     /// A limit of 0 is passed by the smallest move rounding keeps; an output with nothing
     /// finite to move, or of bytes, cannot be moved at all.
     #[test]
