@@ -639,11 +639,40 @@ mod tests {
         for (what, wrong) in &wrongs {
             assert!(judge.agrees(wrong, "0").is_err(), "{what}");
         }
+        let (block, first_bytes) = (BLOCK_BYTES, floats(&first));
+        assert_eq!(wrongs[2].1.bytes[block..], first_bytes[block..], "the block's defect stays in its block");
+        assert_ne!(wrongs[1].1.bytes[block..], first_bytes[block..], "the whole output's reaches past it");
         let floors = judge.floors();
         assert_eq!(floors.len(), 1);
         let rms = floors[0].rms.unwrap();
         assert!(rms > 1.5 && rms < 2.0, "{floors:?}");
         assert!(floors[0].said().starts_with("`b` `y`: 1."), "{}", floors[0].said());
+    }
+
+    /// Floors are listed least sensitive first: the wider of an output's two floors
+    /// orders them, an output whose launches moved no value (any change caught) last.
+    #[test]
+    fn floors_come_least_sensitive_first() {
+        let floor = |template: &str, rms: Option<f64>, block_rms: Option<f64>| Floor {
+            template: template.into(),
+            buffer: "y".into(),
+            rms,
+            block_rms,
+            launches: 8,
+        };
+        let (wide, narrow, none) =
+            (floor("a", Some(1.6), Some(3.0)), floor("b", Some(2.0), Some(2.1)), floor("c", None, None));
+        assert_eq!((wide.widest(), narrow.widest(), none.widest()), (3.0, 2.1, 0.0));
+        let mut judge = split_k(true).0;
+        let like = |bounds| {
+            let v = &judge.varying[&("b", "y")];
+            Varying { first_launch: v.first_launch.clone(), bounds, ..*v }
+        };
+        let one_launch = Bounds::of(&[gnomon_format::spread::Distance { rms: 0.01, block_rms: 0.02 }]);
+        let (wider, quiet) = (like(one_launch), like(Bounds::of(&[gnomon_format::spread::Distance::default(); 3])));
+        judge.varying.extend([(("w", "y"), wider), (("q", "y"), quiet)]);
+        let order: Vec<String> = judge.floors().iter().map(|f| f.template.clone()).collect();
+        assert_eq!(order, ["w", "b", "q"], "one launch's floors, the split-K output's, then one catching any change");
     }
 
     /// Outputs of nothing but NaN, or of one value, check nothing; the core says which
