@@ -3,7 +3,8 @@
 # split-K port, exported by the wheel of 5ef2630 (the issue's), qualified REPEAT times by
 # that wheel's gnomon (each timed launch after every writable buffer of the core was put
 # back) and by this one's (after the buffers the template's first launch changed, as the
-# kit times). Usage: probe/speed_ab.sh OLD_WHEEL_DIR NEW_WHEEL_DIR OUT
+# kit times). Usage: docs/ci/speed-ab.sh OLD_WHEEL_DIR NEW_WHEEL_DIR OUT (the old wheel: maturin
+# build of 5ef2630 with its binary inside, as .ci/run builds one)
 set -uo pipefail
 old=$(mktemp -d) new=$(mktemp -d) out=$3
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$old" "$1"/gnomon-*.whl
