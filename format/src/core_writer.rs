@@ -3,6 +3,9 @@
 //! written aside, in a sibling directory (`.NAME.partial-…`); its files, the manifest and
 //! the directories are synced; then one `renameat2(RENAME_EXCHANGE)` swaps it with the old
 //! core (or one rename puts it in place), the parent is synced, and the old core is removed.
+//! Where the file system cannot swap (gVisor, some network file systems), the old core is
+//! renamed aside under a fixed name and the new one into place: a kill between those two
+//! renames leaves the old core aside, and the next writer puts it back before anything else.
 //! This is what SQLite and Git promise (write aside, fsync, rename, fsync the directory),
 //! and what the ALICE study (OSDI 2014) found missing in LevelDB and Git. A directory that
 //! holds files but no manifest is no core, and is never replaced.
@@ -46,6 +49,12 @@ impl CoreWriter {
         let (parent, prefix) = aside(dir);
         let write_err = |source| CoreError::Write { path: parent.clone(), source };
         fs::create_dir_all(&parent).map_err(write_err)?;
+        // A writer killed between the two renames of a file system without a swap left
+        // the old core aside and none in place: it is put back first.
+        let old = parent.join(format!("{prefix}old"));
+        if !dir.exists() && old.join(MANIFEST_FILE).is_file() {
+            fs::rename(&old, dir).map_err(write_err)?;
+        }
         remove_leftovers(&parent, &prefix);
         let staging = tempfile::Builder::new().prefix(&prefix).tempdir_in(&parent).map_err(write_err)?;
         Ok(Self { dir: dir.to_owned(), staging })
@@ -78,10 +87,16 @@ impl CoreWriter {
         let swap_err = |source: std::io::Error| CoreError::Write { path: self.dir.clone(), source };
         let (parent, _) = aside(&self.dir);
         if self.dir.exists() {
-            renameat2(AT_FDCWD, &staging, AT_FDCWD, &self.dir, RenameFlags::RENAME_EXCHANGE)
-                .map_err(|e| swap_err(e.into()))?;
-            sync_dir(&parent)?;
-            // The old core now stands aside; a kill here leaves it for the next writer.
+            let swapped = renameat2(AT_FDCWD, &staging, AT_FDCWD, &self.dir, RenameFlags::RENAME_EXCHANGE);
+            // The old core now stands aside (at `staging`, or moved there where the file
+            // system cannot swap); a kill before its removal leaves it for the next writer.
+            match swapped {
+                Ok(()) => sync_dir(&parent)?,
+                Err(e) if !matches!(e, nix::Error::EINVAL | nix::Error::ENOSYS | nix::Error::ENOTSUP) => {
+                    return Err(swap_err(e.into()))
+                }
+                Err(_) => replace_in_two_steps(&self.dir, &staging)?,
+            }
             fs::remove_dir_all(&staging).map_err(swap_err)?;
         } else {
             fs::rename(&staging, &self.dir).map_err(swap_err)?;
@@ -99,6 +114,20 @@ impl CoreWriter {
         fs::rename(&temporary, &path).map_err(|source| CoreError::Write { path, source })?;
         sync_dir(dir)
     }
+}
+
+/// Where the file system has no swap (gVisor, some network file systems): the old core at
+/// `dir` is renamed aside under a fixed name (which [`CoreWriter::create`] puts back if a
+/// kill comes before the new core is in place), the new one from `staging` to `dir`, and
+/// the old one to `staging`, which the caller removes.
+fn replace_in_two_steps(dir: &Path, staging: &Path) -> Result<(), CoreError> {
+    let swap_err = |source| CoreError::Write { path: dir.to_owned(), source };
+    let (parent, prefix) = aside(dir);
+    let old = parent.join(format!("{prefix}old"));
+    fs::rename(dir, &old).map_err(swap_err)?;
+    fs::rename(staging, dir).map_err(swap_err)?;
+    fs::rename(&old, staging).map_err(swap_err)?;
+    sync_dir(&parent)
 }
 
 /// Where a core at `dir` is written aside: its parent, and the prefix of the sibling's name.
@@ -225,6 +254,25 @@ mod tests {
         assert!(matches!(refused, CoreError::NotACore { .. }), "{refused}");
         assert!(refused.to_string().contains("holds files but no manifest.json, so it is no core"), "{refused}");
         assert!(photos.join("cat.jpg").is_file());
+    }
+
+    /// Where the file system has no swap, the two renames replace the core as well, and
+    /// an old core a kill left aside between them is put back by the next writer.
+    #[test]
+    fn without_a_swap_two_renames_replace_the_core_and_a_kill_between_them_is_undone() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("core");
+        write(&dir, "old.bin").unwrap();
+        let w = CoreWriter::create(&dir).unwrap();
+        w.write_file("new.bin", b"bytes").unwrap();
+        write_manifest_file(&w.path_of(MANIFEST_FILE), &manifest()).unwrap();
+        let staging = w.staging.path().to_owned();
+        replace_in_two_steps(&dir, &staging).unwrap();
+        assert!(dir.join("new.bin").is_file() && staging.join("old.bin").is_file());
+        let (parent, prefix) = aside(&dir);
+        fs::rename(&dir, parent.join(format!("{prefix}old"))).unwrap();
+        let _ = CoreWriter::create(&dir).unwrap();
+        assert!(dir.join("new.bin").is_file(), "the core a kill left aside is back");
     }
 
     /// An edit of a core's manifest leaves its files and replaces the manifest whole.
