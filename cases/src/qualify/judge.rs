@@ -9,25 +9,27 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use gnomon_format::{
-    spread::{FALSE_FAILURE_RATE, MISS_RATE},
-    Core, Speed, Template,
-};
+use gnomon_format::{Core, Speed, Template};
 
 use gnomon_core::{
     cuda::Context,
     errors::ReplayError,
     replay::{
-        rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches, OutputCheck, RankLink,
-        ReplayReport, Stage, StageFailure, StartError, Started, MEETING_LIMIT,
+        rebuild_only, replay_launching, shards_cached_fraction, start, Executables, Launches, RankLink, ReplayReport,
+        Stage, StageFailure, StartError, Started, MEETING_LIMIT,
     },
 };
 use gnomon_reports::{CaseRecord, Status};
 
 use super::{
-    agreement::{distances_said, Agreement, Agreements, Floor},
+    agreement::Agreements,
     case::{CoreCase, Phase, Step},
-    core_cases, speed, Budget, CoreDir, Profile,
+    core_cases,
+    outputs::{
+        checker_rejects_wrong_outputs, deterministic, floors_said, outputs_of, poison_independent, template_facts,
+        Agreed, Launched, Reference, TemplateFacts,
+    },
+    speed, Budget, CoreDir, Profile,
 };
 
 type Budgets = std::collections::BTreeMap<String, Budget>;
@@ -327,43 +329,6 @@ fn judge_speeds(v: &mut Verdicts, m: &gnomon_format::Manifest, restored: &[(Stri
     }
 }
 
-/// What the judge knows of a template from the manifest.
-struct TemplateFacts<'a> {
-    name: &'a str,
-    /// The reason the core gives for leaving it unchecked.
-    unchecked: Option<&'a str>,
-    /// How many outputs the core expects of it.
-    expected: usize,
-}
-
-/// Each template's facts, as the manifest states them.
-fn template_facts<'a>(m: &'a gnomon_format::Manifest) -> Vec<TemplateFacts<'a>> {
-    let unchecked: HashMap<&str, &str> = m.unchecked.iter().map(|u| (u.template.as_str(), u.reason.as_str())).collect();
-    let expected = m.expectations_by_template();
-    let facts = |name: &'a str| TemplateFacts {
-        name,
-        unchecked: unchecked.get(name).copied(),
-        expected: expected.get(name).map_or(0, |e| e.outputs.len()),
-    };
-    m.templates.iter().map(|t| facts(&t.name)).collect()
-}
-
-/// The CPU reference a core names, as the outputs case holds a template to it: `within`
-/// gives the largest scaled difference of its outputs (failing beyond the tolerance),
-/// `differences` says in words where an output whose digest differs departs from it.
-struct Reference<'a> {
-    within: &'a dyn Fn(&str) -> Result<f32, Verdict>,
-    differences: &'a dyn Fn(&OutputCheck) -> Option<String>,
-}
-
-/// What a completed restore launched: every launch's outputs, and one more launch of each
-/// template after the undefined buffers were poisoned with another pattern.
-struct Launched<'a> {
-    outputs: &'a [OutputCheck],
-    repoisoned: &'a [OutputCheck],
-    launches: u32,
-}
-
 /// After a completed restore, every template gets its rebuild, instantiate and outputs
 /// verdicts, and the core its determinism, weights, checker and poison verdicts, each
 /// output held to `agreements`' rule. `reference` holds a template's outputs against the
@@ -399,260 +364,6 @@ fn judge_templates(
         v.amend(&CoreCase::CheckerRejectsWrongOutputs, |r| r.reason = Some(said));
     }
     v.set_agreed(&CoreCase::PoisonIndependence, poison_independent(&checked, launched, agreements));
-}
-
-/// What outputs a case compared agreed by other than equal bits, for its metrics and the
-/// sentence a passed case carries.
-#[derive(Default)]
-struct Agreed {
-    /// The case's own metrics.
-    metrics: Metrics,
-    recorded: usize,
-    tolerated: Vec<String>,
-    /// The largest share of its allowance any element of a tolerated output used.
-    worst_share: f64,
-    /// The largest distance of a tolerated output, whole or in a block, in units of the
-    /// mean its recorded launches lay from the first.
-    distance_in_means: f64,
-    /// The detection floors of the varying outputs the case holds.
-    floors: Vec<Floor>,
-}
-
-impl Agreed {
-    fn add(&mut self, o: &OutputCheck, agreement: Agreement) {
-        match agreement {
-            Agreement::Bitwise => {}
-            Agreement::Recorded => self.recorded += 1,
-            Agreement::Tolerated { fit, allowance, bounds } => {
-                self.worst_share = self.worst_share.max(fit.worst_share);
-                let distances = match bounds {
-                    Some(b) => {
-                        let rms = b.rms.in_means(fit.distance.rms).unwrap_or(0.0);
-                        let block = b.block_rms.in_means(fit.distance.block_rms).unwrap_or(0.0);
-                        self.distance_in_means = self.distance_in_means.max(rms).max(block);
-                        format!("; {}", distances_said(&fit, &b))
-                    }
-                    None => {
-                        "; judged by its envelope alone: the core records no distances (written before them)".into()
-                    }
-                };
-                self.tolerated.push(format!(
-                    "`{}` `{}` launch {}: {} of {} elements differ ({:.4} of {:.4} allowed), the farthest using \
-                     {:.3} of |x − first| ≤ {:e} + {:e}·|first| (largest absolute difference {:e}){distances}",
-                    o.template,
-                    o.buffer,
-                    o.launch,
-                    fit.differing,
-                    fit.elements,
-                    fit.differing as f64 / fit.elements.max(1) as f64,
-                    allowance.fraction,
-                    fit.worst_share,
-                    allowance.envelope.atol,
-                    allowance.envelope.rtol,
-                    fit.max_abs
-                ));
-            }
-        }
-    }
-
-    /// How the case's outputs agreed, counted.
-    fn metrics(&self) -> Metrics {
-        Metrics::from([
-            measured("outputs-as-a-recorded-variant", self.recorded as f64, "1"),
-            measured("outputs-within-tolerance", self.tolerated.len() as f64, "1"),
-            measured("tolerance-used", self.worst_share, "1"),
-            measured("distance-in-recorded-means", self.distance_in_means, "1"),
-        ])
-    }
-
-    /// Why a case passed that compared outputs not bit for bit, if it did.
-    fn sentence(&self) -> Option<String> {
-        let recorded = match self.recorded {
-            0 => None,
-            n => Some(format!("{n} outputs gave a digest the original run's launches also gave")),
-        };
-        let tolerated = match self.tolerated.len() {
-            0 => None,
-            n => Some(format!(
-                "{n} outputs varying in the original run were judged within the tolerance its launches \
-                 recorded: {}",
-                self.tolerated.join("; ")
-            )),
-        };
-        let said: Vec<String> = recorded.into_iter().chain(tolerated).collect();
-        let floors = match self.floors.len() {
-            0 => String::new(),
-            _ => format!("; {}", floors_said(&self.floors)),
-        };
-        match said.is_empty() {
-            true => (!floors.is_empty()).then(|| format!("passed, every output bitwise{floors}")),
-            false => Some(format!("passed, not all bitwise: {}{floors}", said.join("; "))),
-        }
-    }
-}
-
-/// Varying outputs' detection floors, in the order given, as a clause.
-fn floors_said(floors: &[Floor]) -> String {
-    let each: Vec<String> = floors.iter().map(Floor::said).collect();
-    format!(
-        "the detection floor of each varying output, the smallest effect caught with a miss rate of {MISS_RATE} \
-         (a false-failure rate of {FALSE_FAILURE_RATE:.1e} each): {}",
-        each.join("; ")
-    )
-}
-
-/// A template's first-launch outputs: every expected one present, agreeing with the
-/// original run, then against the CPU reference the core names. An unchecked template is
-/// skipped with the core's reason.
-fn outputs_of(
-    t: &TemplateFacts,
-    outputs: &[OutputCheck],
-    agreements: &Agreements,
-    reference: &Reference,
-) -> Result<Agreed, Verdict> {
-    if let Some(reason) = t.unchecked {
-        return Err(Verdict::Skipped(format!("the core declares it unchecked: {reason}")));
-    }
-    // Validation refuses such a core too; the judge does not rely on it, since a pass
-    // here with nothing compared would be a pass of nothing.
-    if t.expected == 0 {
-        return Err(Verdict::Failed(format!(
-            "template `{}` is checked but the core expects no output of it: nothing would be compared",
-            t.name
-        )));
-    }
-    let given = outputs.iter().filter(|o| o.template == t.name && o.launch == 0).count();
-    if given != t.expected {
-        return Err(Verdict::Failed(format!(
-            "template `{}` gave {given} of its {} expected outputs",
-            t.name, t.expected
-        )));
-    }
-    // Every output that differs is named, not only the first: which of them differ
-    // together says where to look.
-    let mut agreed = Agreed::default();
-    let mut differing = Vec::new();
-    for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
-        match agreements.agrees(o, &o.expected_sha256).map(|a| (a, agreements.checks_nothing(o))) {
-            Ok((_, Some(nothing))) => differing.push(nothing),
-            Ok((agreement, None)) => agreed.add(o, agreement),
-            Err(why) => differing.push(match (reference.differences)(o) {
-                Some(differences) => format!("{why} ({differences})"),
-                None => why,
-            }),
-        }
-    }
-    if !differing.is_empty() {
-        return Err(Verdict::Failed(differing.join("; ")));
-    }
-    let worst = (reference.within)(t.name)?;
-    agreed.floors = agreements.floors().into_iter().filter(|f| f.template == t.name).collect();
-    agreed.metrics = Metrics::from([
-        measured("outputs-compared", t.expected as f64, "1"),
-        measured("reference-max-scaled-diff", worst as f64, "1"),
-    ]);
-    Ok(agreed)
-}
-
-/// Every launch of every checked template gave the outputs its first launch gave, and
-/// every launch is there: launches 0..N of each expected output, once each.
-fn deterministic(
-    templates: &[&TemplateFacts],
-    launched: &Launched,
-    agreements: &Agreements,
-) -> Result<Agreed, Verdict> {
-    let mut agreed = Agreed::default();
-    for t in templates {
-        let mine: Vec<&OutputCheck> = launched.outputs.iter().filter(|o| o.template == t.name).collect();
-        for first in mine.iter().filter(|o| o.launch == 0) {
-            let mut seen: Vec<u32> = Vec::new();
-            for o in mine.iter().filter(|o| o.buffer == first.buffer) {
-                seen.push(o.launch);
-                let agreement = agreements
-                    .agrees(o, &first.actual_sha256)
-                    .map_err(|why| Verdict::Failed(format!("launch {} against launch 0: {why}", o.launch)))?;
-                agreed.add(o, agreement);
-            }
-            seen.sort_unstable();
-            if !seen.iter().copied().eq(0..launched.launches) {
-                return Err(Verdict::Failed(format!(
-                    "template `{}` output `{}`: launches {seen:?} were compared, not 0..{}",
-                    t.name, first.buffer, launched.launches
-                )));
-            }
-        }
-    }
-    agreed.metrics = Metrics::from([measured("launches-per-template", launched.launches as f64, "1")]);
-    Ok(agreed)
-}
-
-/// A template that reads memory it never wrote gives other outputs when that memory
-/// holds another pattern: after the undefined buffers were poisoned anew, each checked
-/// template's outputs must equal its first launch's.
-fn poison_independent(
-    templates: &[&TemplateFacts],
-    launched: &Launched,
-    agreements: &Agreements,
-) -> Result<Agreed, Verdict> {
-    let mut agreed = Agreed::default();
-    let mut compared = 0;
-    let checked = |o: &&OutputCheck| o.launch == 0 && templates.iter().any(|t| t.name == o.template);
-    for first in launched.outputs.iter().filter(checked) {
-        let again = launched.repoisoned.iter().find(|o| o.template == first.template && o.buffer == first.buffer);
-        match again.map(|o| (o, agreements.agrees(o, &first.actual_sha256))) {
-            Some((o, Ok(agreement))) => {
-                agreed.add(o, agreement);
-                compared += 1;
-            }
-            Some((_, Err(why))) => {
-                return Err(Verdict::Failed(format!(
-                    "template `{}` output `{}` depends on memory it never wrote: under another poison pattern, \
-                     {why}",
-                    first.template, first.buffer
-                )))
-            }
-            None => {
-                return Err(Verdict::Failed(format!(
-                    "template `{}` output `{}` was not launched again under the second poison pattern",
-                    first.template, first.buffer
-                )))
-            }
-        }
-    }
-    agreed.metrics = Metrics::from([measured("outputs-compared", compared as f64, "1")]);
-    Ok(agreed)
-}
-
-/// The checker of this gnomon must refuse a wrong output of every output of every
-/// template: each first-launch output is altered in turn (its digest; a varying output's
-/// bytes inverted, and moved just past each limit its recorded distances give) and the
-/// rule the outputs cases use must refuse it. Its reason lists the varying outputs'
-/// detection floors, least sensitive first.
-fn checker_rejects_wrong_outputs(
-    templates: &[&str],
-    outputs: &[OutputCheck],
-    agreements: &Agreements,
-) -> Result<Metrics, Verdict> {
-    let (mut altered, mut defects) = (0, 0);
-    for o in outputs.iter().filter(|o| o.launch == 0) {
-        for (what, wrong) in agreements.wrongs(o) {
-            if agreements.agrees(&wrong, &o.expected_sha256).is_ok() {
-                return Err(Verdict::Failed(format!(
-                    "the checker accepted a wrong output for template `{}` output `{}`: {what}",
-                    o.template, o.buffer
-                )));
-            }
-            defects += 1;
-        }
-        altered += 1;
-    }
-    if let Some(t) = templates.iter().find(|t| !outputs.iter().any(|o| o.template == **t)) {
-        return Err(Verdict::Failed(format!("template `{t}` produced no output to check")));
-    }
-    Ok(Metrics::from([
-        measured("wrong-digests-refused", altered as f64, "1"),
-        measured("wrong-outputs-refused", defects as f64, "1"),
-    ]))
 }
 
 /// The restore stopped: the stages before the failing one passed, the failing stage's
@@ -724,7 +435,7 @@ fn phase_of(stage: Stage) -> Option<Phase> {
 
 #[cfg(test)]
 mod tests {
-    use gnomon_core::{cuda::CudaError, errors::ReplayError};
+    use gnomon_core::{cuda::CudaError, errors::ReplayError, replay::OutputCheck};
 
     use super::*;
 

@@ -8,6 +8,7 @@
 mod agreement;
 mod case;
 mod judge;
+mod outputs;
 mod profile;
 mod speed;
 mod target;
