@@ -21,10 +21,7 @@ use std::{collections::HashMap, ops::Range};
 
 use gnomon_format::{
     hash_hex,
-    spread::{
-        past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN,
-        FALSE_FAILURE_RATE,
-    },
+    spread::{past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN},
     Core, Manifest, Variation,
 };
 
@@ -248,7 +245,7 @@ impl<'m> Agreements<'m> {
             return unrecorded(&format!(
                 "its {what} from the original's first launch is past its limit: {} (the distances {recorded}; {})",
                 distances_said(&fit, &bounds),
-                derivation(&bound)
+                bound.derivation()
             ));
         }
         Ok(Agreement::Tolerated { fit, allowance, bounds: v.bounds })
@@ -301,15 +298,6 @@ pub fn distances_said(fit: &Fit, bounds: &Bounds) -> String {
 /// `value` in units of the bound's recorded mean, or absolute where that mean is 0.
 fn in_means(bound: &Bound, value: f64) -> String {
     bound.in_means(value).map_or(format!("{value:.3e} absolute"), |m| format!("{m:.2}"))
-}
-
-/// How a bound's limit was derived, in words.
-fn derivation(bound: &Bound) -> String {
-    format!(
-        "the limit is the widest × (1 + 5 × their relative spread {:.3}), a false-failure rate of {FALSE_FAILURE_RATE:.1e} \
-         under a normal model",
-        bound.spread
-    )
 }
 
 pub(crate) fn flip_first_digit(hex: &str) -> String {

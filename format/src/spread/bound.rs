@@ -66,6 +66,15 @@ impl Bound {
         Some(Self { limit: max * (1.0 + Z * spread), mean, spread, launches: k })
     }
 
+    /// How the limit was derived, in words (what a refusal says after the figures).
+    pub fn derivation(&self) -> String {
+        format!(
+            "the limit is the widest × (1 + {Z} × their relative spread {:.3}), a false-failure rate of \
+             {FALSE_FAILURE_RATE:.1e} under a normal model",
+            self.spread
+        )
+    }
+
     /// Whether a replay's `value` is within the limit.
     pub fn holds(&self, value: f64) -> bool {
         value <= self.limit
