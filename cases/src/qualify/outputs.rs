@@ -302,3 +302,57 @@ pub(super) fn checker_rejects_wrong_outputs(
         measured("wrong-outputs-refused", defects as f64, "1"),
     ]))
 }
+
+#[cfg(test)]
+mod tests {
+    use gnomon_format::spread::{Allowance, Bounds, Distance, Envelope, Fit};
+
+    use super::*;
+
+    fn output(template: &str) -> OutputCheck {
+        OutputCheck {
+            template: template.into(),
+            buffer: "y".into(),
+            launch: 0,
+            expected_sha256: String::new(),
+            actual_sha256: String::new(),
+            bytes: vec![],
+        }
+    }
+
+    /// What a case that passed not all bitwise counts and says: outputs of a recorded digest,
+    /// outputs within the tolerance with their distances beside the limits, the largest
+    /// share and distance used, and the floors of the template's varying outputs.
+    #[test]
+    fn a_case_passed_not_all_bitwise_counts_and_says_how() {
+        let mut agreed = Agreed::default();
+        assert_eq!(agreed.sentence(), None, "every output bitwise, no floor: nothing to say");
+        agreed.add(&output("a"), Agreement::Bitwise);
+        agreed.add(&output("a"), Agreement::Recorded);
+        agreed.add(&output("a"), Agreement::Recorded);
+        let distance = Distance { rms: 0.02, block_rms: 0.03 };
+        let fit = Fit { elements: 8, differing: 2, outside: 0, worst_share: 0.25, max_abs: 0.01, distance };
+        let allowance = Allowance { envelope: Envelope { atol: 0.04, rtol: 0.0 }, fraction: 0.5 };
+        let bounds = Bounds::of(&[Distance { rms: 0.01, block_rms: 0.02 }; 30]);
+        agreed.add(&output("b"), Agreement::Tolerated { fit, allowance, bounds });
+        let metrics = agreed.metrics();
+        let value = |name: &str| metrics[name].value;
+        assert_eq!(value("outputs-as-a-recorded-variant"), 2.0);
+        assert_eq!(value("outputs-within-tolerance"), 1.0);
+        assert_eq!(value("tolerance-used"), 0.25);
+        let distance = value("distance-in-recorded-means");
+        assert!((distance - 2.0).abs() < 1e-9, "the whole output's 0.02 against its mean 0.01: {distance}");
+        let said = agreed.sentence().unwrap();
+        assert!(
+            said.starts_with("passed, not all bitwise: 2 outputs gave a digest the original run's launches"),
+            "{said}"
+        );
+        assert!(said.contains("`b` `y` launch 0: 2 of 8 elements differ (0.2500 of 0.5000 allowed)"), "{said}");
+        assert!(said.contains("its RMS distance 2.00 (limit 1.50), in its noisiest 4 KiB block 1.50"), "{said}");
+        let floor = Floor { template: "b".into(), buffer: "y".into(), rms: Some(1.6), block_rms: None, launches: 30 };
+        let floors_only = Agreed { floors: vec![floor], ..Agreed::default() };
+        let said = floors_only.sentence().unwrap();
+        assert!(said.starts_with("passed, every output bitwise; the detection floor of each varying output"), "{said}");
+        assert!(said.contains("`b` `y`: 1.60 × its recorded spread over the output, any change in one 4 KiB block"));
+    }
+}
