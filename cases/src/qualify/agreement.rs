@@ -309,7 +309,7 @@ pub(crate) fn flip_first_digit(hex: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use gnomon_format::spread::Element;
 
@@ -343,7 +343,7 @@ mod tests {
     /// A core with one bitwise output (`a`/`y`) and one varying (`b`/`y`): its launches
     /// gave two digests, one element 0.01 apart across zero (a billion ULP), one element
     /// of eight at most.
-    fn manifest(element: Element, change: impl FnOnce(&mut Variation)) -> (Manifest, Vec<u8>) {
+    pub(in crate::qualify) fn manifest(element: Element, change: impl FnOnce(&mut Variation)) -> (Manifest, Vec<u8>) {
         let mut m = gnomon_fixtures::sample::v2_features().manifest;
         let first = floats(&FIRST);
         let other = floats(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, -0.01]);
@@ -359,7 +359,12 @@ mod tests {
         (m, first)
     }
 
-    fn output(template: &str, bytes: Vec<u8>) -> OutputCheck {
+    /// The agreements of a core from [`manifest`], its varying output's first launch `first`.
+    pub(in crate::qualify) fn agreements(m: &Manifest, first: Vec<u8>) -> Agreements<'_> {
+        Agreements::from_manifest(m, Rule::default(), move |_, _| Ok(first.clone())).unwrap()
+    }
+
+    pub(in crate::qualify) fn output(template: &str, bytes: Vec<u8>) -> OutputCheck {
         OutputCheck {
             template: template.into(),
             buffer: "y".into(),

@@ -355,4 +355,57 @@ mod tests {
         assert!(said.starts_with("passed, every output bitwise; the detection floor of each varying output"), "{said}");
         assert!(said.contains("`b` `y`: 1.60 × its recorded spread over the output, any change in one 4 KiB block"));
     }
+
+    fn launch(template: &str, launch: u32, digest: &str) -> OutputCheck {
+        OutputCheck { launch, expected_sha256: "aa".repeat(32), actual_sha256: digest.repeat(32), ..output(template) }
+    }
+
+    const NO_REFERENCE: Reference<'static> = Reference { within: &|_| Ok(0.0), differences: &|_| None };
+
+    /// The outputs case holds the first launch to the original run, and only it: later
+    /// launches that differ are determinism's to judge.
+    #[test]
+    fn only_the_first_launch_is_held_to_the_original() {
+        let facts = TemplateFacts { name: "a", unchecked: None, expected: 1 };
+        let agreements = Agreements::default();
+        let later_differ = [launch("a", 0, "aa"), launch("a", 1, "bb"), launch("a", 2, "bb")];
+        assert!(outputs_of(&facts, &later_differ, &agreements, &NO_REFERENCE).is_ok());
+        let first_differs = [launch("a", 0, "bb"), launch("a", 1, "aa"), launch("a", 2, "aa")];
+        let Err(Verdict::Failed(why)) = outputs_of(&facts, &first_differs, &agreements, &NO_REFERENCE) else {
+            panic!("a first launch unlike the original passed")
+        };
+        assert!(why.starts_with("template `a` output `y` has SHA-256 bbbb"), "{why}");
+    }
+
+    /// Poison-independence compares the launch under the second poison with the first
+    /// launch, not with later ones.
+    #[test]
+    fn the_second_poison_is_held_to_the_first_launch() {
+        let outputs = [launch("a", 0, "aa"), launch("a", 1, "bb")];
+        let repoisoned = [launch("a", 0, "aa")];
+        let facts = TemplateFacts { name: "a", unchecked: None, expected: 1 };
+        let launched = Launched { outputs: &outputs, repoisoned: &repoisoned, launches: 2 };
+        let agreed = poison_independent(&[&facts], &launched, &Agreements::default()).map_err(|_| "failed").unwrap();
+        assert_eq!(agreed.metrics["outputs-compared"].value, 1.0);
+    }
+
+    /// The self-test counts every wrong output it fed: a varying output's inverted bytes and
+    /// each calibrated defect, beside the wrong digest of each output.
+    #[test]
+    fn the_self_test_counts_the_wrong_outputs_it_fed() {
+        use gnomon_format::spread::{Distance, Element};
+
+        use crate::qualify::agreement::tests as core;
+
+        let distances =
+            |v: &mut gnomon_format::Variation| v.distances = vec![Distance { rms: 0.004, block_rms: 0.005 }];
+        let (m, first) = core::manifest(Element::Float32, distances);
+        let agreements = core::agreements(&m, first.clone());
+        let varying = core::output("b", first);
+        let fed = agreements.wrongs(&varying).len();
+        assert!(fed >= 2, "inverted bytes and at least one defect: {fed}");
+        let metrics = checker_rejects_wrong_outputs(&["b"], &[varying], &agreements).map_err(|_| "failed").unwrap();
+        assert_eq!(metrics["wrong-digests-refused"].value, 1.0);
+        assert_eq!(metrics["wrong-outputs-refused"].value, fed as f64);
+    }
 }
