@@ -627,6 +627,10 @@ pub struct Variation {
     /// another output's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distances: Vec<crate::spread::Distance>,
+    /// Where the output holds logits (rows over a vocabulary, as the exporter was told),
+    /// each row's argmax over the launches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::spread::Tokens>,
 }
 
 impl Variation {

@@ -21,7 +21,9 @@ use std::{collections::HashMap, ops::Range};
 
 use gnomon_format::{
     hash_hex,
-    spread::{past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN},
+    spread::{
+        near_tie, past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN,
+    },
     Core, Manifest, Variation,
 };
 
@@ -248,6 +250,11 @@ impl<'m> Agreements<'m> {
                 bound.derivation()
             ));
         }
+        // Tokens are judged where the launches' distances say how near a tie is.
+        let tokens = v.variation.tokens.as_ref().zip(v.bounds);
+        if let Some(why) = tokens.and_then(|(t, b)| t.unchosen(v.variation.element, near_tie(&b), &o.bytes)) {
+            return unrecorded(&format!("its logits choose a token no launch chose: {why}"));
+        }
         Ok(Agreement::Tolerated { fit, allowance, bounds: v.bounds })
     }
 
@@ -337,6 +344,7 @@ pub(super) mod tests {
             file: format!("outputs/first-{}.bin", first.len()),
             nodes: vec![],
             distances: vec![],
+            tokens: None,
         }
     }
 
@@ -410,6 +418,32 @@ pub(super) mod tests {
         assert!(beyond.contains("recorded over 8 launches × margin 4"), "{beyond}");
         let nan = judged(rule, &with_last(f32::NAN), "b").unwrap_err();
         assert!(nan.contains("1 of its 8 elements lie outside"), "{nan}");
+    }
+
+    /// A logits output whose one element moved within its envelope and its distance limits,
+    /// but past the recorded token of its row by more than a near tie: refused, the row
+    /// named; the same move short of a tie passes.
+    #[test]
+    fn a_token_no_launch_chose_is_refused_within_the_envelope() {
+        use gnomon_format::spread::Tokens;
+
+        let logits = |v: &mut Variation| {
+            v.atol = Some(1.0);
+            v.distances = vec![Distance { rms: 0.4, block_rms: 0.4 }];
+            v.tokens = Some(Tokens { vocabulary: 8, rows: vec![vec![6]] });
+        };
+        let mut got = FIRST;
+        got[5] += 3.9;
+        let said = judged_as(Rule::default(), &got, "b", logits).unwrap_err();
+        assert!(
+            said.contains(
+                "its logits choose a token no launch chose: row 0 chose token 5 (9.9000e0), which no \
+                 launch chose there (they chose [6]); token 6 lies 2.900e0 below it, more than a near tie's 2.828e0"
+            ),
+            "{said}"
+        );
+        got[5] = 6.0 + 2.5;
+        assert!(matches!(judged_as(Rule::default(), &got, "b", logits), Ok(Agreement::Tolerated { .. })));
     }
 
     /// Each element within the envelope, but more of them changed than the launches ever

@@ -75,6 +75,11 @@ impl Bound {
         )
     }
 
+    /// The largest recorded value, whose widening the limit is.
+    pub fn widest(&self) -> f64 {
+        self.limit / (1.0 + Z * self.spread)
+    }
+
     /// Whether a replay's `value` is within the limit.
     pub fn holds(&self, value: f64) -> bool {
         value <= self.limit

@@ -12,6 +12,7 @@
 mod bound;
 mod defect;
 mod distance;
+mod tokens;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,7 @@ pub use bound::{Bound, FALSE_FAILURE_RATE, MISS_RATE};
 pub use defect::past_limit;
 pub use distance::{Distance, BLOCK_BYTES};
 use distance::{PartSquares, Squares};
+pub use tokens::{near_tie, Tokens};
 
 /// An output's element type, as far as a tolerance cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

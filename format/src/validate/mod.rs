@@ -205,6 +205,7 @@ fn variation(template: &Template, buffer: &Buffer, sha256: &str, v: &Variation) 
         ));
     }
     distances(v).map_or(Ok(()), fail)?;
+    v.tokens.as_ref().and_then(|t| tokens(t, v, buffer.size)).map_or(Ok(()), fail)?;
     if v.file.is_empty() {
         return fail("names no file of the first launch's bytes".into());
     }
@@ -239,6 +240,37 @@ fn distances(v: &Variation) -> Option<String> {
     Some(format!(
         "distance rms {}, block-rms {}: each finite ≥ 0, the block's at least the whole output's",
         wrong.rms, wrong.block_rms
+    ))
+}
+
+/// What is wrong with a logits output's tokens, if anything: float logits, at least one row
+/// of at least one element, the rows inside the buffer, each row's tokens in the
+/// vocabulary, none twice, and no more of them than the launches.
+fn tokens(t: &crate::spread::Tokens, v: &Variation, buffer_size: u64) -> Option<String> {
+    let logits =
+        (t.rows.len() as u64).checked_mul(t.vocabulary.into()).and_then(|n| n.checked_mul(v.element.size() as u64));
+    match logits {
+        _ if !v.element.is_float() => return Some("tokens of bytes, which are no logits: none".into()),
+        Some(n) if n == 0 || n > buffer_size => {
+            return Some(format!(
+                "tokens of {} rows of {} logits, which a buffer of {buffer_size} bytes does not hold: at least one of each, \
+                 inside the buffer",
+                t.rows.len(),
+                t.vocabulary
+            ))
+        }
+        None => return Some(format!("tokens of {} rows of {} logits: more than any buffer", t.rows.len(), t.vocabulary)),
+        Some(_) => {}
+    }
+    let wrong = |row: &Vec<u32>| {
+        row.len() > v.launches as usize
+            || row.iter().any(|&x| x >= t.vocabulary)
+            || first_duplicate(row.iter()).is_some()
+    };
+    let (r, row) = t.rows.iter().enumerate().find(|(_, row)| wrong(row))?;
+    Some(format!(
+        "row {r} chose tokens {row:?}: each below the vocabulary of {}, none twice, at most one per launch ({})",
+        t.vocabulary, v.launches
     ))
 }
 
@@ -739,6 +771,7 @@ mod tests {
             file: "outputs/first.bin".into(),
             nodes: vec![],
             distances: vec![],
+            tokens: None,
         };
         let variation = Some(variation);
         let outputs = vec![OutputDigest { buffer: "y".into(), sha256: "0".repeat(64), variation, element: None }];
