@@ -54,7 +54,7 @@ impl Role {
 }
 
 /// A tensor the caller named: its address, role, element type, and for compared roles
-/// the templates that write it (empty: every template).
+/// the templates that write it (empty: every template) and, for logits, their shape.
 #[derive(Clone, Debug)]
 pub struct Tensor {
     pub name: String,
@@ -62,6 +62,14 @@ pub struct Tensor {
     pub role: Role,
     pub element: Element,
     pub templates: Vec<String>,
+    pub logits: Option<Logits>,
+}
+
+/// Logits: `rows` rows of `vocabulary` elements, from the start of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logits {
+    pub vocabulary: u32,
+    pub rows: u32,
 }
 
 /// A buffer compared after the templates that write it (none named: every template).
@@ -70,6 +78,8 @@ pub struct Compared {
     pub buffer: String,
     pub element: Element,
     pub templates: Vec<String>,
+    /// Where the buffer begins with logits, their shape.
+    pub logits: Option<Logits>,
 }
 
 /// The buffers of a core, and those compared after templates.
@@ -126,7 +136,9 @@ pub fn declare(allocations: &Allocations, tensors: &[Tensor]) -> Result<Declared
         }
         if let Some(t) = tensor.filter(|t| t.role.compared()) {
             let (buffer, templates) = (name.clone(), t.templates.clone());
-            declared.compared.push(Compared { buffer, element: t.element, templates });
+            // Logits are judged from the buffer's first byte: a view inside a block is not.
+            let logits = t.logits.filter(|_| t.address == allocations.base() + block.offset);
+            declared.compared.push(Compared { buffer, element: t.element, templates, logits });
         }
         declared.buffers.push(Buffer { name, offset: block.offset, size: block.size.max(1), role, contents });
     }
@@ -140,7 +152,7 @@ mod tests {
     const BASE: u64 = 0x2000_0000_0000;
 
     fn tensor(name: &str, address: u64, role: Role) -> Tensor {
-        Tensor { name: name.into(), address, role, element: Element::Bfloat16, templates: Vec::new() }
+        Tensor { name: name.into(), address, role, element: Element::Bfloat16, templates: Vec::new(), logits: None }
     }
 
     /// A model's allocations as a capture leaves them: weights and a cache named, a

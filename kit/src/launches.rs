@@ -17,7 +17,7 @@ use std::{
 
 use gnomon_format::{
     digest::sha256_each,
-    spread::{Element, Spread},
+    spread::{Element, Spread, Tokens},
     Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
 };
 
@@ -64,18 +64,25 @@ struct Observed<'d> {
     /// Other digests, in the order they first appeared.
     others: Vec<String>,
     spread: Spread,
+    /// A logits output's tokens, launch by launch.
+    tokens: Option<Tokens>,
 }
 
 impl<'d> Observed<'d> {
     /// The first launch's `bytes`, whose SHA-256 is `sha256`.
     fn first(compared: &'d Compared, bytes: Vec<u8>, sha256: String) -> Self {
         let spread = Spread::of_first(compared.element, &bytes);
-        Self { compared, first: bytes, sha256, others: Vec::new(), spread }
+        let tokens =
+            compared.logits.and_then(|l| Tokens::of_first(compared.element, l.vocabulary, l.rows as usize, &bytes));
+        Self { compared, first: bytes, sha256, others: Vec::new(), spread, tokens }
     }
 
     fn again(&mut self, bytes: &[u8], sha256: String) {
         if sha256 != self.sha256 && !self.others.contains(&sha256) {
             self.spread.add(&self.first, bytes);
+            if let Some(tokens) = &mut self.tokens {
+                tokens.add(self.compared.element, bytes);
+            }
             self.others.push(sha256);
         }
     }
@@ -95,6 +102,7 @@ impl<'d> Observed<'d> {
             file,
             nodes,
             distances: self.spread.distances.clone(),
+            tokens: self.tokens.clone(),
         }
     }
 }
@@ -426,6 +434,8 @@ fn record(
                 Some((template, source)) => {
                     let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
                     (v.sha256s, v.distances, v.max_abs, v.max_ulp) = (Vec::new(), Vec::new(), 0.0, 0);
+                    // Its tokens are its own launches' (the rows of its own logits).
+                    v.tokens = o.tokens.clone();
                     v.spread_of = Some(OutputRef { template: template.into(), buffer: source.compared.buffer.clone() });
                     Some(v)
                 }
@@ -712,7 +722,7 @@ mod tests {
     }
 
     fn compared_as(buffer: &str) -> Compared {
-        Compared { buffer: buffer.into(), element: Element::Float32, templates: Vec::new() }
+        Compared { buffer: buffer.into(), element: Element::Float32, templates: Vec::new(), logits: None }
     }
 
     fn compared(element: Element) -> Compared {
@@ -742,5 +752,23 @@ mod tests {
         assert_eq!(o.others.len(), 2);
         assert_eq!((o.spread.max_ulp, o.spread.differing, o.spread.elements), (3, 1, 2));
         assert_eq!(o.spread.differing_fraction(), 0.5);
+    }
+
+    /// A logits output's tokens are recorded row by row over its launches: each argmax
+    /// once, past the logits nothing, and in the variation it records.
+    #[test]
+    fn a_logits_output_records_each_rows_tokens() {
+        use crate::declare::Logits;
+
+        let c = Compared { logits: Some(Logits { vocabulary: 2, rows: 2 }), ..compared(Element::Float32) };
+        let first = f32s(&[1.0, 0.0, 0.0, 1.0, 9.0]);
+        let mut o = Observed::first(&c, first.clone(), sha256(&first));
+        for launch in [[0.0, 1.0, 0.0, 1.0, 9.0], [1.0, 0.0, 0.0, 1.0, -9.0]] {
+            o.again(&f32s(&launch), sha256(&f32s(&launch)));
+        }
+        let v = o.variation(3, "outputs/y.bin".into(), Vec::new());
+        assert_eq!(v.tokens, Some(gnomon_format::spread::Tokens { vocabulary: 2, rows: vec![vec![0, 1], vec![1]] }));
+        let plain = compared(Element::Float32);
+        assert_eq!(Observed::first(&plain, first.clone(), sha256(&first)).tokens, None);
     }
 }

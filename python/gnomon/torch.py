@@ -350,20 +350,30 @@ def deterministic():
 
 
 def _named(tensors, role, template=None):
-    """(name, address, role, templates, dtype) for each tensor of a mapping or a module. A
-    template's own mapping names its tensors after it (``b8/k0``), so templates may reuse
-    names."""
+    """(name, address, role, templates, dtype, vocabulary) for each tensor of a mapping or
+    a module. A template's own mapping names its tensors after it (``b8/k0``), so templates
+    may reuse names. An output named ``logits`` (Hugging Face's name) holds rows over a
+    vocabulary, its last dimension: besides its bytes, the tokens its rows choose are
+    recorded and judged (``_logits``)."""
     if hasattr(tensors, "named_parameters"):
         tensors = dict(tensors.named_parameters())
     out = []
     for name, t in dict(tensors).items():
         if isinstance(t, Mapping):
             out += _named(t, role, template=name)
-        elif template:
-            out.append((f"{template}/{name}", t.data_ptr(), role, [template], str(t.dtype)))
         else:
-            out.append((name, t.data_ptr(), role, [], str(t.dtype)))
+            named = f"{template}/{name}" if template else name
+            out.append((named, t.data_ptr(), role, [template] if template else [], str(t.dtype),
+                        _logits(name, t, role)))
     return out
+
+
+def _logits(name, t, role):
+    """(vocabulary, rows) of a contiguous output named ``logits`` (its last dimension, and
+    every other), (0, 0) for any other tensor."""
+    if role != "output" or name != "logits" or t.dim() < 1 or t.numel() == 0 or not t.is_contiguous():
+        return (0, 0)
+    return (int(t.shape[-1]), int(t.numel() // t.shape[-1]))
 
 
 def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",

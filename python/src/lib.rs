@@ -19,7 +19,7 @@ use gnomon_core::{
 };
 use gnomon_kit::{
     allocations::{Allocations, Block, Piece, Standing},
-    declare::{declare, Role, Tensor},
+    declare::{declare, Logits, Role, Tensor},
     launches::Launching,
     live::{self, RankSet, Request},
     outside::LiveBlock,
@@ -139,15 +139,17 @@ pub extern "C" fn gnomon_torch_free(ptr: *mut c_void, _size: isize, _device: i32
     }
 }
 
-/// A tensor as Python names it: (name, address, role, templates, dtype).
-type Named = (String, u64, String, Vec<String>, String);
+/// A tensor as Python names it: (name, address, role, templates, dtype, (vocabulary, rows)),
+/// the last (0, 0) but for logits.
+type Named = (String, u64, String, Vec<String>, String, (u32, u32));
 
 fn tensors(named: Vec<Named>) -> PyResult<Vec<Tensor>> {
     named
         .into_iter()
-        .map(|(name, address, role, templates, dtype)| {
+        .map(|(name, address, role, templates, dtype, (vocabulary, rows))| {
             let (role, element) = (Role::parse(&role).map_err(error)?, Element::of_dtype(&dtype));
-            Ok(Tensor { name, address, role, element, templates })
+            let logits = (vocabulary > 0 && rows > 0).then_some(Logits { vocabulary, rows });
+            Ok(Tensor { name, address, role, element, templates, logits })
         })
         .collect()
 }

@@ -34,8 +34,10 @@ def test_each_allocation_is_declared_once_with_the_callers_role():
     logits = a.allocate(256, capturing=True)
     scratch = a.allocate(64, capturing=True)
     a.free(scratch)
-    tensors = [("wte", weight, "weight", [], "torch.float16"), ("lm_head", weight + 512, "weight", [], "torch.float16"),
-               ("logits", logits, "output", ["b1"], "torch.float32")]
+    none = (0, 0)
+    tensors = [("wte", weight, "weight", [], "torch.float16", none),
+               ("lm_head", weight + 512, "weight", [], "torch.float16", none),
+               ("logits", logits, "output", ["b1"], "torch.float32", (32, 2))]
     assert a.declare(tensors) == [
         ("weight/wte", 0, 4096, "weight", "stored"),
         ("state/1000", constant - BASE, 8, "input", "stored"),
@@ -92,9 +94,9 @@ def test_refusals_are_specific():
     with pytest.raises(RuntimeError, match=r"is not an allocation of the gnomon arena"):
         a.free(BASE + 8)
     with pytest.raises(RuntimeError, match=r"tensor `x` \(0x10\) is not in the gnomon arena"):
-        a.declare([("x", 16, "weight", [], "torch.float32")])
+        a.declare([("x", 16, "weight", [], "torch.float32", (0, 0))])
     with pytest.raises(RuntimeError, match=r"unknown role `weights`"):
-        a.declare([("x", BASE, "weights", [], "torch.float32")])
+        a.declare([("x", BASE, "weights", [], "torch.float32", (0, 0))])
 
 
 def test_validation_runs_the_rust_validator(tmp_path):
@@ -145,11 +147,20 @@ def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
 class _Tensor:
     dtype = "torch.bfloat16"
 
-    def __init__(self, address):
-        self.address = address
+    def __init__(self, address, shape=(4,), contiguous=True):
+        self.address, self.shape, self.contiguous = address, shape, contiguous
 
     def data_ptr(self):
         return self.address
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return eval("*".join(map(str, self.shape)) or "1")
+
+    def is_contiguous(self):
+        return self.contiguous
 
 
 class _Module:
@@ -160,13 +171,25 @@ class _Module:
 def test_tensors_are_named_with_their_role_and_templates():
     import gnomon.torch as gt
     bf16 = "torch.bfloat16"
-    assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", [], bf16),
-                                              ("h.0.bias", 0x20, "weight", [], bf16)]
+    none = (0, 0)
+    assert gt._named(_Module(), "weight") == [("wte.weight", 0x10, "weight", [], bf16, none),
+                                              ("h.0.bias", 0x20, "weight", [], bf16, none)]
     # Templates may reuse a name (each step's `k0`): their tensors are named after them.
     per_template = {"b1": {"k0": _Tensor(0x30)}, "b2": {"k0": _Tensor(0x38)}, "shared": _Tensor(0x40)}
-    assert gt._named(per_template, "kv-cache") == [("b1/k0", 0x30, "kv-cache", ["b1"], bf16),
-                                                   ("b2/k0", 0x38, "kv-cache", ["b2"], bf16),
-                                                   ("shared", 0x40, "kv-cache", [], bf16)]
+    assert gt._named(per_template, "kv-cache") == [("b1/k0", 0x30, "kv-cache", ["b1"], bf16, none),
+                                                   ("b2/k0", 0x38, "kv-cache", ["b2"], bf16, none),
+                                                   ("shared", 0x40, "kv-cache", [], bf16, none)]
+
+
+def test_an_output_named_logits_is_rows_over_its_last_dimension():
+    import gnomon.torch as gt
+    bf16 = "torch.bfloat16"
+    outputs = {"b8": {"logits": _Tensor(0x10, (8, 1, 32)), "next-token": _Tensor(0x20, (8,))},
+               "b4": {"logits": _Tensor(0x30, (4, 32), contiguous=False)}}
+    assert gt._named(outputs, "output") == [("b8/logits", 0x10, "output", ["b8"], bf16, (32, 8)),
+                                            ("b8/next-token", 0x20, "output", ["b8"], bf16, (0, 0)),
+                                            ("b4/logits", 0x30, "output", ["b4"], bf16, (0, 0))]
+    assert gt._named({"logits": _Tensor(0x40, (2, 32))}, "kv-cache")[0][5] == (0, 0), "only outputs are logits"
 
 
 def test_a_missing_script_is_said_before_the_recorder_starts(tmp_path):
