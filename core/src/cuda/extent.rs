@@ -72,7 +72,7 @@ mod tests {
     }
 
     fn copy_of(width: usize, height: usize, depth: usize) -> sys::CUDA_MEMCPY3D {
-        let mut p = super::super::graph::device_copy(0x2000, 0x1000, 0);
+        let mut p = super::super::node::device_copy(0x2000, 0x1000, 0);
         (p.WidthInBytes, p.Height, p.Depth) = (width, height, depth);
         p
     }

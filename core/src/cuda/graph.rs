@@ -19,8 +19,9 @@ use cudarc::driver::sys;
 
 use super::{
     attributes::{dependency, edge_data, node_launch_attributes},
-    build::{add_raw, KernelSpec, NodeSpec},
-    check, Context, CudaError, Dependency, Function, KernelAttributes, LoadedModule, ParamInfo, Result, Stream,
+    check,
+    node::{add_raw, device_copy, KernelSpec, NodeSpec},
+    Context, CudaError, Dependency, Function, KernelAttributes, LoadedModule, ParamInfo, Result, Stream,
 };
 
 static LIVE_EXECUTABLES: AtomicUsize = AtomicUsize::new(0);
@@ -343,22 +344,6 @@ impl Drop for RetainedGraph {
         // SAFETY: destroys the template; executables made from it stay valid.
         let status = unsafe { sys::cuGraphDestroy(self.raw) };
         self.ctx.released("cuGraphDestroy", status);
-    }
-}
-
-/// A one-dimensional device-to-device `CUDA_MEMCPY3D`.
-pub(super) fn device_copy(dst: u64, src: u64, bytes: u64) -> sys::CUDA_MEMCPY3D {
-    let mut p = std::mem::MaybeUninit::<sys::CUDA_MEMCPY3D>::zeroed();
-    let raw = p.as_mut_ptr();
-    // SAFETY: every field but the two memory types is valid when zero; those are written
-    // before the value is assumed initialised.
-    unsafe {
-        (*raw).srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-        (*raw).dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-        let mut p = p.assume_init();
-        (p.srcDevice, p.dstDevice) = (src, dst);
-        (p.WidthInBytes, p.Height, p.Depth) = (bytes as usize, 1, 1);
-        p
     }
 }
 

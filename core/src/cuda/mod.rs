@@ -13,6 +13,7 @@ mod build;
 mod extent;
 mod graph;
 mod module;
+mod node;
 mod pinned;
 mod vmm;
 
@@ -21,13 +22,12 @@ use std::{cell::RefCell, ffi::c_void, ptr, rc::Rc};
 use cudarc::driver::{result as cu, sys};
 
 pub use attributes::{Dependency, FunctionAttribute, KernelAttributes, SchedulingPolicy, SyncDomain};
-pub use build::{
-    build_all, build_and_instantiate, BuildFailure, GraphSpec, KernelSpec, NodeSpec, Overlap, Ready, ReadyFailure,
-};
+pub use build::{build_all, build_and_instantiate, BuildFailure, GraphSpec, Overlap, Ready, ReadyFailure};
 pub use graph::{
     live_executables, on_instantiating_threads, GraphExec, HostEnd, NodeId, NodeInfo, NodeKind, RetainedGraph,
 };
 pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module, ParamInfo};
+pub use node::{KernelSpec, NodeSpec};
 pub use pinned::PinnedHost;
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
