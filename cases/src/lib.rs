@@ -16,6 +16,7 @@ pub mod mock;
 pub mod qualify;
 mod rebuilt;
 pub mod replay;
+mod restored;
 
 pub use case::{
     measured, Batch, BatchChild, Case, CaseBody, Ctx, Facilities, Isolation, Metrics, Requirement, Verdict,

@@ -36,7 +36,7 @@ type Budgets = std::collections::BTreeMap<String, Budget>;
 use crate::{
     measured,
     rebuilt::Recorded,
-    replay::native::{
+    restored::{
         floor_metrics, floors_as_found, reference_differences, replay_metrics, start_metrics, start_stages,
         within_reference, Restored, Unavoidable,
     },

@@ -5,7 +5,8 @@
 
 mod bad_core;
 mod cold_start;
-pub(crate) mod native;
+mod native;
+mod outcome;
 mod peers;
 mod pipeline;
 mod rank_set;
@@ -23,7 +24,8 @@ use gnomon_core::replay::{drop_shards_from_cache, Executables, Launches};
 use gnomon_fixtures::workloads::{self, all, Workload};
 
 pub use cold_start::cold_start;
-pub use native::{export_workload, replay_core, StepOutcome};
+pub use native::{export_workload, replay_core};
+pub use outcome::StepOutcome;
 pub use peers::peer_probe;
 pub use pipeline::ExportOptions;
 use pipeline::{export, Handover};
@@ -126,11 +128,7 @@ fn from_cache(cache: Cache, dir: &Path) -> Result<(), Verdict> {
 fn helper(args: &[String], dir: &Path, result: &Path) -> StepOutcome {
     let exe = std::env::current_exe().expect("the running gnomon binary");
     let status = Command::new(exe).args(args).arg(dir).arg("--result").arg(result).status();
-    let read = std::fs::read_to_string(result).ok().and_then(|t| serde_json::from_str(&t).ok());
-    read.unwrap_or_else(|| StepOutcome {
-        reason: Some(format!("`gnomon {}` gave no result ({status:?})", args.join(" "))),
-        ..Default::default()
-    })
+    StepOutcome::read(result, &format!("`gnomon {}`", args.join(" ")), status)
 }
 
 /// In one process: export, then hand the live executables to the native side, which

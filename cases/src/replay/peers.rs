@@ -18,7 +18,7 @@ use gnomon_core::{
     rendezvous::{Meeting, Offer},
 };
 
-use super::{native::StepOutcome, pipeline::ARENA_BASE, scratch};
+use super::{outcome::StepOutcome, pipeline::ARENA_BASE, scratch};
 use crate::{measured, Case, Metrics, Verdict};
 
 const CLAIM: &str = "peer-mapping";
@@ -65,11 +65,7 @@ pub(super) fn run_ranks(ranks: Vec<(u32, Command)>, dir: &Path) -> (Metrics, Res
     let mut first_failure = None;
     for (rank, child, result) in started {
         let status = child.and_then(|mut c| c.wait());
-        let read = std::fs::read_to_string(&result).ok().and_then(|t| serde_json::from_str::<StepOutcome>(&t).ok());
-        let outcome = read.unwrap_or_else(|| StepOutcome {
-            reason: Some(format!("gave no result ({status:?})")),
-            ..Default::default()
-        });
+        let outcome = StepOutcome::read(&result, &format!("rank {rank}"), status);
         let named = outcome.metrics.into_iter().map(|(name, m)| (format!("rank-{rank}-{name}"), m));
         let outcome = StepOutcome { metrics: named.collect(), ..outcome };
         if let Err(e) = outcome.into_result(&mut metrics) {
