@@ -408,4 +408,27 @@ mod tests {
         assert_eq!(metrics["wrong-digests-refused"].value, 1.0);
         assert_eq!(metrics["wrong-outputs-refused"].value, fed as f64);
     }
+
+    /// A template's outputs case states the floors of its own varying outputs, not of
+    /// another template's.
+    #[test]
+    fn a_template_states_only_its_own_floors() {
+        use gnomon_format::spread::{Distance, Element};
+
+        use crate::qualify::agreement::tests as core;
+
+        let distances =
+            |v: &mut gnomon_format::Variation| v.distances = vec![Distance { rms: 0.004, block_rms: 0.005 }];
+        let (m, first) = core::manifest(Element::Float32, distances);
+        let agreements = core::agreements(&m, first.clone());
+        let b = core::output("b", first);
+        let b = OutputCheck { expected_sha256: b.actual_sha256.clone(), ..b };
+        let a = OutputCheck { template: "a".into(), ..b.clone() };
+        let floors_of = |t: &str, o: &OutputCheck| {
+            let facts = TemplateFacts { name: t, unchecked: None, expected: 1 };
+            let agreed = outputs_of(&facts, std::slice::from_ref(o), &agreements, &NO_REFERENCE);
+            agreed.map_err(|_| "failed").unwrap().floors.len()
+        };
+        assert_eq!((floors_of("b", &b), floors_of("a", &a)), (1, 0));
+    }
 }
