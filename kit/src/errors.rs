@@ -54,6 +54,10 @@ pub enum KitError {
     NoOutputs(String),
     #[error("template `{template}` output `{buffer}` gave {distinct} different results over {launches} launches from the same state, and a bitwise export was asked for; the first node found to vary: {nodes}")]
     Varies { template: String, buffer: String, distinct: usize, launches: u32, nodes: String },
+    /// Under another poison pattern a template's outputs departed from its launches: the
+    /// core would record outputs that depend on memory it does not hold.
+    #[error("{0}: the core would record outputs that depend on memory it does not hold, and qualify's poison-independence would fail; name the tensor the template reads before writing (as an input or kv-cache, so the core stores it), or write it in the template")]
+    ReadsUnwritten(String),
     #[error(transparent)]
     Record(#[from] RecordError),
     #[error(transparent)]

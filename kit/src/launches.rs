@@ -17,7 +17,7 @@ use std::{
 
 use gnomon_format::{
     digest::sha256_each,
-    spread::{Element, Spread, Tokens},
+    spread::{Allowance, Bounds, Element, Spread, Tokens, DEFAULT_MARGIN},
     Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
 };
 
@@ -25,7 +25,10 @@ use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
     export::Exporter,
     progress::{Progress, Unit},
-    replay::{time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, TIMED_LAUNCHES},
+    replay::{
+        time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, SECOND_POISON,
+        TIMED_LAUNCHES,
+    },
     translate::Instantiate,
 };
 use serde::Serialize;
@@ -84,6 +87,33 @@ impl<'d> Observed<'d> {
                 tokens.add(self.compared.element, bytes);
             }
             self.others.push(sha256);
+        }
+    }
+
+    /// How `bytes` (whose SHA-256 is `sha256`) depart from every launch observed, if they
+    /// do: a digest no launch gave, of an output that did not vary or of bytes; or, for a
+    /// varying float output, past the envelope its launches showed (× the judge's default
+    /// margin) or past a limit their distances give, as `gnomon qualify` judges.
+    fn departs(&self, bytes: &[u8], sha256: &str) -> Option<String> {
+        if sha256 == self.sha256 || self.others.iter().any(|o| o == sha256) {
+            return None;
+        }
+        let element = self.compared.element;
+        if self.others.is_empty() || !element.is_float() {
+            return Some(format!("`{}` gave SHA-256 {sha256}, which none of its launches gave", self.compared.buffer));
+        }
+        let allowance = Allowance::widened(self.spread.envelope(), self.spread.differing_fraction(), DEFAULT_MARGIN);
+        let (fit, admitted) = allowance.judge(element, &self.first, bytes);
+        let past = Bounds::of(&self.spread.distances).and_then(|b| b.exceeded(fit.distance)).map(|(what, ..)| what);
+        match (admitted, past) {
+            (true, None) => None,
+            (false, _) => Some(format!(
+                "`{}`: {} of its {} elements lie outside the spread its launches showed (× {DEFAULT_MARGIN})",
+                self.compared.buffer, fit.outside, fit.elements
+            )),
+            (true, Some(what)) => {
+                Some(format!("`{}`: its {what} is past the limit its launches give", self.compared.buffer))
+            }
         }
     }
 
@@ -175,6 +205,9 @@ pub struct ExpectationStages {
     pub spread_s: f64,
     /// The search for the first node that varies.
     pub search_s: f64,
+    /// One launch of each template under a second poison, and where one departed, the
+    /// search for the first node whose writes depend on it.
+    pub poison_s: f64,
     /// Launches timed for the template's speed, their resets included.
     pub speed_s: f64,
     /// Templates launched again resetting everything: a launch wrote where the first did not.
@@ -265,6 +298,7 @@ pub fn expectations(
     let Launcher { state, stream, checksummer, .. } = launcher;
     let launching = if ranks.is_some() { launching.fixed() } else { launching };
     let mut launched = Vec::new();
+    let mut unwritten = Vec::new();
     let mut kernels = VaryingKernels::default();
     let mut stages = ExpectationStages::default();
     let (free_before, _) = launcher.ctx.memory()?;
@@ -291,6 +325,16 @@ pub fn expectations(
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
+        let departed = timed(&mut stages.poison_s, || template.under_second_poison(launcher, &observed))?;
+        if !departed.is_empty() {
+            // A rank launches its prefixes alone, and a collective kernel waits for its peers.
+            let search = Search { state, stream, checksummer, launching };
+            let node = match ranks {
+                None => timed(&mut stages.poison_s, || search.first_poisoned_node(graph, flags))?,
+                Some(_) => None,
+            };
+            unwritten.push(reads_unwritten(m, name, &departed, node));
+        }
         // A rank launches its prefixes alone, and a collective kernel waits for its peers:
         // no search for a rank of a set. A variation a kernel already found explains needs
         // no search of its own.
@@ -305,7 +349,32 @@ pub fn expectations(
         progress.advance(1);
     }
     progress.finish();
+    if !unwritten.is_empty() {
+        return Err(KitError::ReadsUnwritten(unwritten.join("; ")));
+    }
     record(exporter, m, launched, &kernels, stages, executable_bytes)
+}
+
+/// What a template that read memory it never wrote did, in words: the outputs that
+/// departed under the second poison, and the first node whose writes depended on it.
+fn reads_unwritten(m: &Manifest, template: &str, departed: &[String], node: Option<usize>) -> String {
+    let node = match node {
+        Some(n) => {
+            let id = format!("n{n}");
+            let kernel =
+                kernel_nodes(m, template).find(|(i, _)| *i == id).map(|(_, (_, f))| format!(" (kernel `{f}`)"));
+            format!(
+                "the first node whose writes to the core's stored buffers depend on it: {id}{}",
+                kernel.unwrap_or_default()
+            )
+        }
+        None => "no node's writes to the core's stored buffers were seen to depend on it alone".into(),
+    };
+    format!(
+        "template `{template}` reads memory it never writes: launched with the core's unstored buffers (scratch, \
+         freed blocks) holding another poison pattern, {}; {node}",
+        departed.join(", ")
+    )
 }
 
 /// `graph` instantiated with `flags` and uploaded: the device memory it takes is then
@@ -344,6 +413,25 @@ impl<'d> TemplateLaunches<'_, 'd> {
             Some(_) => None,
         };
         Ok((observed, launches, speed))
+    }
+
+    /// The outputs that departed from every launch `observed` when the template was
+    /// launched once more, everything put back, with the unstored buffers holding
+    /// [`SECOND_POISON`]: what `gnomon qualify`'s poison-independence would find. The
+    /// poison is put back afterwards.
+    fn under_second_poison(&self, launcher: &Launcher, observed: &[Observed]) -> Result<Vec<String>, KitError> {
+        let Launcher { state, stream, .. } = launcher;
+        state.fill_unstored(SECOND_POISON)?;
+        state.reset(stream)?;
+        self.exec.launch(stream)?;
+        match self.ranks {
+            Some(ranks) => ranks.sync_after(stream)?,
+            None => stream.synchronize()?,
+        }
+        let bytes = observed.iter().map(|o| state.read(&o.compared.buffer)).collect::<Result<Vec<_>, _>>()?;
+        let digests = sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        state.fill_unstored(POISON)?;
+        Ok(observed.iter().zip(&bytes).zip(&digests).filter_map(|((o, b), d)| o.departs(b, d)).collect())
     }
 
     /// Each compared output over the launches `launching` says, and the launches made. An
@@ -553,6 +641,33 @@ impl Search<'_> {
             Ok(false)
         };
         Ok(shortest_varying_prefix(order.len(), varies)?.map(|k| order[k - 1]))
+    }
+}
+
+impl Search<'_> {
+    /// The first node, in a topological order of `graph`, whose prefix leaves the
+    /// writable state different under the second poison than under the first, twice alike
+    /// under the first (a prefix that varies by itself says nothing of the poison): the
+    /// first node whose writes to stored buffers depend on memory no node wrote.
+    fn first_poisoned_node(&self, graph: &RetainedGraph, flags: u64) -> Result<Option<usize>, KitError> {
+        let order =
+            topological(graph.nodes()?.len(), &graph.edges()?.iter().map(|e| (e.0 .0, e.1 .0)).collect::<Vec<_>>());
+        let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(r, &n)| (n, r)).collect();
+        let check = self.state.writable_check(self.checksummer)?;
+        let under = |exec: &GraphExec, poison: u8| -> Result<Vec<u64>, KitError> {
+            self.state.fill_unstored(poison)?;
+            self.state.reset(self.stream)?;
+            exec.launch(self.stream)?;
+            Ok(check.run(self.stream)?)
+        };
+        let depends = |k: usize| -> Result<bool, KitError> {
+            let exec = graph.without(|n| rank[&n] < k)?.instantiate(flags)?;
+            let (first, again, second) = (under(&exec, POISON)?, under(&exec, POISON)?, under(&exec, SECOND_POISON)?);
+            Ok(first == again && second != first)
+        };
+        let found = shortest_varying_prefix(order.len(), depends);
+        self.state.fill_unstored(POISON)?;
+        Ok(found?.map(|k| order[k - 1]))
     }
 }
 
@@ -770,5 +885,29 @@ mod tests {
         assert_eq!(v.tokens, Some(gnomon_format::spread::Tokens { vocabulary: 2, rows: vec![vec![0, 1], vec![1]] }));
         let plain = compared(Element::Float32);
         assert_eq!(Observed::first(&plain, first.clone(), sha256(&first)).tokens, None);
+    }
+
+    /// What a launch under the second poison is held to: any digest a launch gave; for an
+    /// output that never varied, or of bytes, nothing else; for a varying float output,
+    /// the spread its launches showed and the limits their distances give.
+    #[test]
+    fn a_launch_departs_only_past_what_the_launches_showed() {
+        let c = compared(Element::Float32);
+        let launch = |x: f32| f32s(&[x, x, x, x]);
+        let first = launch(4.0);
+        let mut o = Observed::first(&c, first.clone(), sha256(&first));
+        let other = launch(4.5);
+        assert!(o.departs(&other, &sha256(&other)).unwrap().contains("which none of its launches gave"));
+        let wider = launch(4.25);
+        o.again(&wider, sha256(&wider));
+        assert_eq!(o.departs(&wider, &sha256(&wider)), None, "a digest a launch gave");
+        let within = launch(4.3);
+        assert_eq!(o.departs(&within, &sha256(&within)), None, "within the spread and its distance's limit");
+        let nan = f32s(&[4.0, 4.0, 4.0, f32::NAN]);
+        assert!(o.departs(&nan, &sha256(&nan)).unwrap().contains("1 of its 4 elements lie outside"));
+        // Each element within 4 × 0.25, the RMS distance 0.9 past 0.25 × (1 + 5 × 0.5).
+        let moved = launch(4.9);
+        let said = o.departs(&moved, &sha256(&moved)).unwrap();
+        assert_eq!(said, "`output/y`: its RMS distance is past the limit its launches give");
     }
 }
