@@ -91,6 +91,13 @@ pub fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -
     // files, warms up and captures), how much sooner the restore is ready.
     metrics.extend(m.producer_seconds.iter().map(|(name, s)| measured(&format!("producer-{name}"), *s, "s")));
     metrics.extend(rival_speedup(&m.producer_seconds, total));
+    metrics.extend(
+        report
+            .host_peaks
+            .by_stage()
+            .iter()
+            .map(|(stage, bytes)| measured(&format!("peak-host-rss-{stage}-bytes"), *bytes as f64, "B")),
+    );
     metrics.extend(opening_metrics(core.opening()));
     // Modules load and templates are built and instantiated during the upload: the
     // stages are what the restore waited for after it, these their own times.
@@ -144,13 +151,6 @@ pub fn floor_metrics(restored: &Restored, floors: &Floors, unavoidable: Unavoida
         metrics.extend([measured("restore-over-driver-floor", over, "1")]);
     }
     metrics
-}
-
-/// The most host memory this process has held (`VmHWM`), in bytes; 0 where unknown.
-pub fn peak_rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().strip_suffix("kB"));
-    kib.and_then(|v| v.trim().parse::<u64>().ok()).map_or(0, |k| k * 1024)
 }
 
 /// The outputs of `template` against the CPU reference its expectation names, if any,

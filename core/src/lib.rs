@@ -10,11 +10,13 @@
 //! - [`replay`]: a core restored and its executables launched, stage by stage.
 //! - [`rendezvous`]: rank processes meeting to share their memory.
 //! - [`sharing`]: the other processes on this machine's GPUs (NVML), which a verdict reached beside them names.
+//! - [`host_memory`]: the process's peak resident memory, stage by stage.
 //! - [`page_cache`]: how much of a file the page cache holds, and dropping it (honest read floors).
 
 pub mod cuda;
 pub mod errors;
 pub mod export;
+pub mod host_memory;
 pub mod page_cache;
 pub mod progress;
 pub mod record;

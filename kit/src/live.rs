@@ -168,6 +168,10 @@ pub struct Exported {
     /// export that a kill or a power loss cannot leave half written.
     pub sync_s: f64,
     pub export_s: f64,
+    /// Host memory at its peak in the snapshot, the expectations and the finish, and over
+    /// the whole process (`whole`), in bytes: where the kernel resets the mark, each stage
+    /// is measured alone.
+    pub peak_host_rss_bytes: BTreeMap<&'static str, u64>,
 }
 
 /// The bytes each memset and device-to-device copy of the templates' `nodes` touches,
@@ -237,11 +241,14 @@ pub fn export(
         exporter.template_with(name, graph, flags, |node, _| kernels.by_node.get(&(t, node.0)).cloned())?;
     }
     let prepare_s = started.elapsed().as_secs_f64();
-    let snapshot = exporter.snapshot(ctx, mapping)?;
+    let mut peaks = gnomon_core::host_memory::Peaks::default();
+    let snapshot = peaks.measure("snapshot", || exporter.snapshot(ctx, mapping))?;
     let computing = Instant::now();
     let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
-    let expected = expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)?;
+    let expected = peaks.measure("expectations", || {
+        expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)
+    })?;
     let first_launch = |t: &str, b: &str| expected.first_launches.get(&(t.to_owned(), b.to_owned())).map(Vec::as_slice);
     let recorded = outside::Expected { expectations: &expected.expectations, first_launch: &first_launch };
     let dismissed = outside::confirm(&launcher, &graphs, request.flags, &recorded, suspects, ranks.is_some())?;
@@ -259,7 +266,9 @@ pub fn export(
     exporter.producer_seconds(request.producer_seconds);
     exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
     let finishing = Instant::now();
-    let (manifest, written) = exporter.finish()?;
+    let (manifest, written) = peaks.measure("finish", || exporter.finish())?;
+    let mut peak_host_rss_bytes = peaks.by_stage().clone();
+    peak_host_rss_bytes.insert("whole", peaks.overall());
     let finish_s = finishing.elapsed().as_secs_f64();
     Ok(Exported {
         templates: manifest.templates.len(),
@@ -288,6 +297,7 @@ pub fn export(
         finish_s,
         sync_s: written.sync_s,
         export_s: started.elapsed().as_secs_f64(),
+        peak_host_rss_bytes,
     })
 }
 

@@ -27,8 +27,8 @@ use super::{
 use crate::{
     measured,
     restored::{
-        floor_metrics, floors_as_found, peak_rss_bytes, rebuilt, replay_metrics, start_metrics, start_stages,
-        within_reference, Unavoidable,
+        floor_metrics, floors_as_found, rebuilt, replay_metrics, start_metrics, start_stages, within_reference,
+        Unavoidable,
     },
     Metrics, Verdict,
 };
@@ -73,7 +73,7 @@ pub fn replay_and_check(
     metrics.extend([
         measured("reference-max-scaled-diff", worst as f64, "1"),
         measured("stage-coverage", covered / started.elapsed().as_secs_f64(), "1"),
-        measured("peak-host-rss-bytes", peak_rss_bytes() as f64, "B"),
+        measured("peak-host-rss-bytes", report.host_peaks.overall() as f64, "B"),
     ]);
     Ok(metrics)
 }

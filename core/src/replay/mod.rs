@@ -105,6 +105,8 @@ pub struct ReplayReport {
     /// Device memory the rebuilt executables took as they were instantiated, all held at
     /// once (free memory before and after; `None` for handed executables).
     pub executables_bytes: Option<u64>,
+    /// Host memory at its peak in each stage (where the kernel resets the mark).
+    pub host_peaks: crate::host_memory::Peaks,
     arena: LoadedState,
 }
 
@@ -249,6 +251,7 @@ fn restore_and_launch(
     let Launched { outputs, first_launch_s, kernels_s } = launched;
     let (building_s, ready_s, modules_s) = (stages.building_s, stages.ready_s, stages.modules_s);
     let executables_bytes = stages.executables_bytes;
+    let host_peaks = std::mem::take(&mut stages.peaks);
     let stages = std::mem::take(&mut stages.times);
     Ok(ReplayReport {
         stages,
@@ -262,6 +265,7 @@ fn restore_and_launch(
         ready_s,
         modules_s,
         executables_bytes,
+        host_peaks,
         arena,
     })
 }
@@ -310,7 +314,10 @@ fn upload_while_building(
     let started = Instant::now();
     let upload = Upload::prepare(core, ctx, Staging::default()).and_then(|u| Ok((u, ctx.stream()?)));
     let (uploaded, building) = match upload {
-        Ok((upload, stream)) => upload.run_alongside(&stream, || load_and_build(core, ctx, started)),
+        // The upload's peak holds the modules and templates built alongside it.
+        Ok((upload, stream)) => stages
+            .peaks
+            .measure(Stage::Upload.name(), || upload.run_alongside(&stream, || load_and_build(core, ctx, started))),
         Err(e) => (Err(e), load_and_build(core, ctx, started)),
     };
     let upload_s = uploaded.as_ref().map_or(started.elapsed().as_secs_f64(), |u| u.seconds);
@@ -435,6 +442,8 @@ struct Stages {
     /// Seconds the modules took to load on their own threads, alongside the upload.
     modules_s: f64,
     executables_bytes: Option<u64>,
+    /// Host memory at its peak in each stage.
+    peaks: crate::host_memory::Peaks,
 }
 
 impl Stages {
@@ -452,7 +461,7 @@ impl Stages {
 
     fn time<T, E>(&mut self, name: Stage, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let started = Instant::now();
-        let result = f();
+        let result = self.peaks.measure(name.name(), f);
         self.add(name, started.elapsed().as_secs_f64());
         if result.is_err() {
             self.fail(name);
