@@ -176,4 +176,23 @@ mod tests {
             "its bytes hold fewer than 2 rows of 3 logits"
         );
     }
+
+    /// The tie only excuses a token no launch chose: a replayed row whose argmax a launch
+    /// gave is never weighed against the others, so it passes even where no lead at all is
+    /// excused (a negative tie).
+    #[test]
+    fn a_token_a_launch_chose_passes_whatever_the_tie() {
+        let tokens = Tokens { vocabulary: 3, rows: vec![vec![1], vec![0, 2]] };
+        let agree = f32s(&[0.0, 2.0, 1.0, 1.0, 0.0, 3.0]);
+        assert_eq!(tokens.unchosen(Element::Float32, -1.0, &agree), None);
+    }
+
+    /// A row where no launch had a finite logit recorded no token, so a replay with none
+    /// there either agrees; only a row the launches chose in must still have one.
+    #[test]
+    fn a_row_without_finite_logits_passes_where_no_launch_had_one() {
+        let tokens = Tokens { vocabulary: 2, rows: vec![vec![], vec![1]] };
+        let blank = f32s(&[f32::NAN, f32::INFINITY, 0.0, 1.0]);
+        assert_eq!(tokens.unchosen(Element::Float32, TIGHT, &blank), None);
+    }
 }
