@@ -84,11 +84,7 @@ mod tests {
         let touch = peaks.by_stage()["touch"];
         assert!(touch >= 64 << 20, "touch {touch}");
         peaks.measure("touch", || ());
-        assert_eq!(
-            peaks.by_stage()["touch"],
-            touch.max(peaks.by_stage()["touch"]),
-            "a stage met again keeps its largest"
-        );
+        assert!(peaks.by_stage()["touch"] >= touch, "a stage met again keeps its largest");
         assert!(peaks.overall() >= touch);
     }
 }
