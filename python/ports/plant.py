@@ -64,5 +64,12 @@ def splice(original, planted):
         os.makedirs(os.path.dirname(os.path.join(planted, file)), exist_ok=True)
         shutil.copyfile(os.path.join(original, file), os.path.join(planted, file))
     target["expectations"] = source["expectations"]
+    # A variation's `nodes` name where the original varied; a planted program captured
+    # again (a layer skipped) may not have them, and the names only describe.
+    ids = {t["name"]: {n["id"] for n in t["nodes"]} for t in target["templates"]}
+    for e in target["expectations"]:
+        for o in e["outputs"]:
+            if "variation" in o:
+                o["variation"]["nodes"] = [n for n in o["variation"].get("nodes", []) if n in ids[e["template"]]]
     with open(path, "w") as f:
         json.dump(target, f, indent=1)
