@@ -195,9 +195,21 @@ impl<'m> Agreements<'m> {
         floors
     }
 
-    /// Whether `o` agrees with the output whose digest is `with` (the original run's for
-    /// the outputs case, the first replayed launch's for determinism and poison).
+    /// Whether `o` agrees with the output whose digest is `with`, a varying one measured
+    /// from the original's first launch (the outputs case).
     pub fn agrees(&self, o: &OutputCheck, with: &str) -> Result<Agreement, String> {
+        self.agrees_from(o, with, None)
+    }
+
+    /// Whether `o` agrees with a launch of this replay, `first` (determinism, poison): a
+    /// varying output measured from `first`'s bytes, as the recorded launches were from
+    /// their own first, so a port that computes something else everywhere fails only the
+    /// outputs case.
+    pub fn agrees_with_launch(&self, o: &OutputCheck, first: &OutputCheck) -> Result<Agreement, String> {
+        self.agrees_from(o, &first.actual_sha256, Some(&first.bytes))
+    }
+
+    fn agrees_from(&self, o: &OutputCheck, with: &str, from: Option<&[u8]>) -> Result<Agreement, String> {
         if o.actual_sha256 == with {
             return Ok(Agreement::Bitwise);
         }
@@ -219,7 +231,8 @@ impl<'m> Agreements<'m> {
             _ => {}
         }
         let allowance = v.variation.allowance(self.rule.margin);
-        let (fit, admitted) = allowance.judge(v.variation.element, &v.first_launch, &o.bytes);
+        let (fit, admitted) = allowance.judge(v.variation.element, from.unwrap_or(&v.first_launch), &o.bytes);
+        let first = if from.is_some() { "this replay's first launch" } else { "the original's first launch" };
         let recorded = format!(
             "recorded over {} launches{}",
             v.variation.launches,
@@ -230,7 +243,7 @@ impl<'m> Agreements<'m> {
             let distances = v.bounds.map_or(String::new(), |b| format!("; {}", distances_said(&fit, &b)));
             let past = match fit.outside {
                 0 => format!(
-                    "{} of its {} elements differ from the original's first launch, more than the {:.4} allowed \
+                    "{} of its {} elements differ from {first}, more than the {:.4} allowed \
                      ({:.4} {recorded} × margin {margin})",
                     fit.differing, fit.elements, allowance.fraction, v.variation.differing_fraction
                 ),
@@ -245,7 +258,7 @@ impl<'m> Agreements<'m> {
         }
         if let Some((bounds, (what, _, bound))) = v.bounds.and_then(|b| Some((b, b.exceeded(fit.distance)?))) {
             return unrecorded(&format!(
-                "its {what} from the original's first launch is past its limit: {} (the distances {recorded}; {})",
+                "its {what} from {first} is past its limit: {} (the distances {recorded}; {})",
                 distances_said(&fit, &bounds),
                 bound.derivation()
             ));
@@ -320,7 +333,7 @@ pub(super) mod tests {
     use super::*;
     use gnomon_format::spread::Element;
 
-    fn floats(v: &[f32]) -> Vec<u8> {
+    pub(in crate::qualify) fn floats(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
@@ -328,7 +341,7 @@ pub(super) mod tests {
         hash_hex(bytes).unwrap()
     }
 
-    const FIRST: [f32; 8] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 0.0];
+    pub(in crate::qualify) const FIRST: [f32; 8] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 0.0];
 
     fn variation(element: Element, first: &[u8], other: &[u8]) -> Variation {
         Variation {

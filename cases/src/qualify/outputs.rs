@@ -217,7 +217,7 @@ pub(super) fn deterministic(
             for o in mine.iter().filter(|o| o.buffer == first.buffer) {
                 seen.push(o.launch);
                 let agreement = agreements
-                    .agrees(o, &first.actual_sha256)
+                    .agrees_with_launch(o, first)
                     .map_err(|why| Verdict::Failed(format!("launch {} against launch 0: {why}", o.launch)))?;
                 agreed.add(o, agreement);
             }
@@ -247,7 +247,7 @@ pub(super) fn poison_independent(
     let checked = |o: &&OutputCheck| o.launch == 0 && templates.iter().any(|t| t.name == o.template);
     for first in launched.outputs.iter().filter(checked) {
         let again = launched.repoisoned.iter().find(|o| o.template == first.template && o.buffer == first.buffer);
-        match again.map(|o| (o, agreements.agrees(o, &first.actual_sha256))) {
+        match again.map(|o| (o, agreements.agrees_with_launch(o, first))) {
             Some((o, Ok(agreement))) => {
                 agreed.add(o, agreement);
                 compared += 1;
@@ -430,5 +430,32 @@ mod tests {
             agreed.map_err(|_| "failed").unwrap().floors.len()
         };
         assert_eq!((floors_of("b", &b), floors_of("a", &a)), (1, 0));
+    }
+
+    /// A port that computes something else, alike at every launch, fails the outputs case
+    /// and passes determinism: each later launch is measured from this replay's first,
+    /// not from the original's.
+    #[test]
+    fn determinism_measures_launches_from_this_replays_first() {
+        use gnomon_format::spread::Element;
+
+        use crate::qualify::agreement::tests as core;
+
+        let (m, first) = core::manifest(Element::Float32, |_| {});
+        let agreements = core::agreements(&m, first.clone());
+        let elsewhere = core::FIRST.map(|x| x + 1.0);
+        let mut nearby = elsewhere;
+        nearby[7] += 0.005;
+        let launch = |n: u32, v: &[f32]| OutputCheck { launch: n, ..core::output("b", core::floats(v)) };
+        let outputs = [launch(0, &elsewhere), launch(1, &nearby)];
+        let facts = TemplateFacts { name: "b", unchecked: None, expected: 1 };
+        let launched = Launched { outputs: &outputs, repoisoned: &outputs[1..], launches: 2 };
+        assert!(deterministic(&[&facts], &launched, &agreements).is_ok());
+        assert!(poison_independent(&[&facts], &launched, &agreements).is_ok());
+        let original = OutputCheck { expected_sha256: "0".into(), ..outputs[0].clone() };
+        let Err(Verdict::Failed(why)) = outputs_of(&facts, &[original], &agreements, &NO_REFERENCE) else {
+            panic!("a port that computes something else passed its outputs")
+        };
+        assert!(why.contains("lie outside"), "{why}");
     }
 }
