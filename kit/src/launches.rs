@@ -615,59 +615,64 @@ struct Search<'s> {
 }
 
 impl Search<'_> {
-    /// The first node, in a topological order of `graph`, whose prefix leaves the
-    /// writable state differing between launches while the prefix before it does not:
-    /// given the same inputs, that node's kernel gave different results. `None` when the
-    /// whole graph did not vary again within the search's launches.
-    fn first_varying_node(&self, graph: &RetainedGraph, flags: u64) -> Result<Option<usize>, KitError> {
+    /// The first node, in a topological order of `graph`, whose prefix `differs` (launched
+    /// as the closure says, the writable buffers' sums read by the check it is given) while
+    /// the prefix before it does not; `None` when the whole graph does not.
+    fn first_node_where(
+        &self,
+        graph: &RetainedGraph,
+        flags: u64,
+        differs: impl Fn(&GraphExec, &RangeCheck) -> Result<bool, KitError>,
+    ) -> Result<Option<usize>, KitError> {
         let order =
             topological(graph.nodes()?.len(), &graph.edges()?.iter().map(|e| (e.0 .0, e.1 .0)).collect::<Vec<_>>());
         let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(r, &n)| (n, r)).collect();
         let check = self.state.writable_check(self.checksummer)?;
-        let varies = |k: usize| -> Result<bool, KitError> {
-            let exec = graph.without(|n| rank[&n] < k)?.instantiate(flags)?;
-            let mut first = None;
+        let found = shortest_varying_prefix(order.len(), |k| {
+            differs(&graph.without(|n| rank[&n] < k)?.instantiate(flags)?, &check)
+        })?;
+        Ok(found.map(|k| order[k - 1]))
+    }
+
+    /// The writable buffers' sums after one launch of `exec` from the loaded state.
+    fn sums_after(&self, exec: &GraphExec, check: &RangeCheck) -> Result<Vec<u64>, KitError> {
+        self.state.reset(self.stream)?;
+        exec.launch(self.stream)?;
+        Ok(check.run(self.stream)?)
+    }
+
+    /// The first node whose prefix leaves the writable state differing between launches
+    /// while the prefix before it does not: given the same inputs, that node's kernel gave
+    /// different results. `None` when the whole graph did not vary again within the
+    /// search's launches.
+    fn first_varying_node(&self, graph: &RetainedGraph, flags: u64) -> Result<Option<usize>, KitError> {
+        self.first_node_where(graph, flags, |exec, check| {
+            let first = self.sums_after(exec, check)?;
             // A prefix is taken as steady only after as many launches as a template's most.
-            for _ in 0..self.launching.most.max(2) {
-                self.state.reset(self.stream)?;
-                exec.launch(self.stream)?;
-                let sums = check.run(self.stream)?;
-                match &first {
-                    None => first = Some(sums),
-                    Some(f) if *f != sums => return Ok(true),
-                    Some(_) => {}
+            for _ in 1..self.launching.most.max(2) {
+                if self.sums_after(exec, check)? != first {
+                    return Ok(true);
                 }
             }
             Ok(false)
-        };
-        Ok(shortest_varying_prefix(order.len(), varies)?.map(|k| order[k - 1]))
+        })
     }
-}
 
-impl Search<'_> {
-    /// The first node, in a topological order of `graph`, whose prefix leaves the
-    /// writable state different under the second poison than under the first, twice alike
-    /// under the first (a prefix that varies by itself says nothing of the poison): the
-    /// first node whose writes to stored buffers depend on memory no node wrote.
+    /// The first node whose prefix leaves the writable state different under the second
+    /// poison than under the first, twice alike under the first (a prefix that varies by
+    /// itself says nothing of the poison): the first node whose writes to stored buffers
+    /// depend on memory no node wrote. The first poison is put back.
     fn first_poisoned_node(&self, graph: &RetainedGraph, flags: u64) -> Result<Option<usize>, KitError> {
-        let order =
-            topological(graph.nodes()?.len(), &graph.edges()?.iter().map(|e| (e.0 .0, e.1 .0)).collect::<Vec<_>>());
-        let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(r, &n)| (n, r)).collect();
-        let check = self.state.writable_check(self.checksummer)?;
-        let under = |exec: &GraphExec, poison: u8| -> Result<Vec<u64>, KitError> {
+        let under = |exec: &GraphExec, check: &RangeCheck, poison: u8| -> Result<Vec<u64>, KitError> {
             self.state.fill_unstored(poison)?;
-            self.state.reset(self.stream)?;
-            exec.launch(self.stream)?;
-            Ok(check.run(self.stream)?)
+            self.sums_after(exec, check)
         };
-        let depends = |k: usize| -> Result<bool, KitError> {
-            let exec = graph.without(|n| rank[&n] < k)?.instantiate(flags)?;
-            let (first, again, second) = (under(&exec, POISON)?, under(&exec, POISON)?, under(&exec, SECOND_POISON)?);
-            Ok(first == again && second != first)
-        };
-        let found = shortest_varying_prefix(order.len(), depends);
+        let found = self.first_node_where(graph, flags, |exec, check| {
+            let (first, again) = (under(exec, check, POISON)?, under(exec, check, POISON)?);
+            Ok(first == again && under(exec, check, SECOND_POISON)? != first)
+        });
         self.state.fill_unstored(POISON)?;
-        Ok(found?.map(|k| order[k - 1]))
+        found
     }
 }
 
