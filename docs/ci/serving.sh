@@ -11,6 +11,10 @@
 # `qualify`: that core qualified QUALIFIES (2) times; each case must get the same status
 #   in every qualification (tools/same_verdicts.py).
 # `reserved`: the same captures on PyTorch's own allocator, no kit: max_memory_reserved().
+# `growth`: the catalogue's first 4, 19 and 35 batch sizes (SIZES) each exported, validated
+#   and qualified once, and tools/catalogue_growth.py tabulates export, validate, restore and
+#   qualify seconds beside their floors against templates, nodes and bytes (issue 57 item 5):
+#   whether the cost grows linearly, read off the table.
 # Logs, summaries and reports go to OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the
 # outcome; the exit status is the first failing step's (a nightly job fails with it).
 set -uo pipefail
@@ -43,6 +47,18 @@ case $phase in
       timed "qualify-$i" gnomon qualify "$cores/$name" --report-dir "$work/qualify-$i"
     done
     [ "${QUALIFIES:-2}" -lt 2 ] || timed verdicts python3 tools/same_verdicts.py "$work"/qualify-*/report.json ;;
+  growth)
+    all=(${batches//,/ })
+    for n in ${SIZES:-4 19 35}; do
+      rm -rf "${cores:?}/growth-$n"
+      sizes=$(IFS=,; echo "${all[*]:0:$n}")
+      timed "export-$n" python3 -m gnomon.torch python/ports/hf.py --model llama --layers 32 --context 32 \
+        --batches "$sizes" --arena "${ARENA:-48GiB}" --out "$cores/growth-$n" --summary "$work/export-$n.json"
+      timed "validate-$n" gnomon validate "$cores/growth-$n"
+      timed "qualify-$n" gnomon qualify "$cores/growth-$n" --report-dir "$work/qualify-$n"
+      rm -rf "${cores:?}/growth-$n"
+    done
+    timed growth python3 tools/catalogue_growth.py "$work" && cat "$work/growth.log" ;;
   reserved) timed reserved python3 "${port[@]}" --arena none --out /dev/null --summary "$work/reserved.json" ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac
