@@ -457,7 +457,10 @@ impl Spread {
         }
         self.differing = self.differing.max(launch.differing);
         self.incomparable = self.incomparable.max(launch.incomparable);
-        self.distances.push(launch.squares.distance(self.elements));
+        // Bytes compare bitwise: a distance of integers would measure nothing (format v3).
+        if element.is_float() {
+            self.distances.push(launch.squares.distance(self.elements));
+        }
     }
 
     pub fn differing_fraction(&self) -> f64 {
@@ -601,6 +604,17 @@ mod tests {
         assert_eq!(wide.holds(Element::Float32, &[0; 8], &[0; 4]), misfit, "lengths differ");
         let s = spread(Element::Float32, &[0; 8], &[&[0; 12]]);
         assert_eq!((s.differing, s.incomparable), (2, 2), "lengths differ");
+    }
+
+    /// A token output that varied (argmax of near-tied logits) must still write a core
+    /// that validates: bytes carry other digests but no distances (found on an H100, where
+    /// qwen3_moe's `next-token` varied and every export of it was refused).
+    #[test]
+    fn differing_bytes_record_no_distance() {
+        let s = spread(Element::Bytes, &[1, 2, 3], &[&[1, 2, 4], &[1, 5, 3]]);
+        assert_eq!((s.differing, s.distances.len()), (1, 0));
+        let s = spread(Element::Float32, &[0; 8], &[&[0, 0, 0, 0, 0, 0, 0x80, 0x3f]]);
+        assert_eq!(s.distances.len(), 1, "a float output's launch has its distance");
     }
 
     /// Where a large value moved a little in absolute terms, the mean magnitude decides:
