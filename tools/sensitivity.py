@@ -3,9 +3,10 @@ planted with a defect and given the port's expectations), each template's `outpu
 verdict and, for each varying output, its effect: the replay's RMS distance from the
 original's first launch over the output and in its noisiest 4 KiB block, in means of the
 distances its recorded launches lay, beside the limit the judge held it to. Reads the
-reasons `gnomon qualify` writes; prints Markdown.
+reasons `gnomon qualify` writes; prints Markdown. With `--floors`, the detection floor each
+varying output's reason states instead (the smallest effect caught, in the same units).
 
-    python3 tools/sensitivity.py REPORT.json...
+    python3 tools/sensitivity.py [--floors] REPORT.json...
 """
 
 import json
@@ -18,6 +19,10 @@ NAMED = re.compile(r"(?:`(?P<t1>[^`]+)` `(?P<b1>[^`]+)` launch \d+:|template `(?
 DISTANCES = re.compile(r"its RMS distance (?P<rms>[\d.e+-]+(?: absolute)?) \(limit (?P<rms_limit>[\d.e+-]+(?: absolute)?)\), "
                        r"in its noisiest 4 KiB block (?P<block>[\d.e+-]+(?: absolute)?) \(limit "
                        r"(?P<block_limit>[\d.e+-]+(?: absolute)?)\), in means of its (?P<launches>\d+) recorded")
+
+
+FLOOR = re.compile(r"`(?P<template>[^`]+)` `(?P<buffer>[^`]+)`: (?P<rms>[\d.]+) × its recorded spread over the "
+                   r"output, (?P<block>[\d.]+) × in one 4 KiB block \((?P<launches>\d+) launches\)")
 
 
 def effects(reason):
@@ -61,7 +66,27 @@ def table(paths):
     return "\n".join(lines)
 
 
+def floors(paths):
+    """One row per (core, template, output) whose outputs case states a detection floor."""
+    lines = ["| core | template | output | floor, whole output | floor, one 4 KiB block | launches |",
+             "|---|---|---|---|---|---|"]
+    for path in paths:
+        with open(path) as f:
+            report = json.load(f)
+        for case in report["cases"]:
+            parts = case["id"].split("/")
+            if parts[0] == "qualify" and parts[-1] == "outputs":
+                said = (case.get("reason") or "").partition("the detection floor of each varying output")[2]
+                for m in sorted(FLOOR.finditer(said), key=lambda m: m["buffer"]):
+                    lines.append(f"| {parts[1]} | {m['template']} | {m['buffer']} | {m['rms']} | {m['block']} "
+                                 f"| {m['launches']} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    floors_only = args[:1] == ["--floors"]
+    paths = args[1:] if floors_only else args
+    if not paths:
         sys.exit("sensitivity: give one report or more")
-    print(table(sys.argv[1:]))
+    print(floors(paths) if floors_only else table(paths))

@@ -3,7 +3,8 @@
 # them unchanged (issue 58). Usage:
 #   docs/ci/sensitivity.sh WHEEL_DIR OUT_DIR planted|repeat
 # `planted`: each port in PORTS exported once (`PORT-orig`), then once per planted defect
-# in a process of its own against that core (python/ports/plant.py), JOBS (3) at a time;
+# in a process of its own against that core (python/ports/plant.py; PLANTS overrides the
+# port's list), JOBS (3) at a time;
 # splitk's `unwritten` (a tensor no node writes is read) exported with its own
 # expectations; all qualified once, and tools/sensitivity.py tabulates each varying
 # output's effect and limit beside the verdict (sensitivity.md).
@@ -25,7 +26,8 @@ read -ra ports <<< "${PORTS:-splitk moe-top8-bf16 hf-index-add-qwen3_moe hf-inde
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt"
 pack() { tar -C "$work" -czf "$out/sensitivity-$phase.tar.gz" .; }
 
-plants() { # PORT: the defects planted in it
+plants() { # PORT: the defects planted in it (PLANTS, when set, for every port)
+  [[ -n ${PLANTS:-} ]] && { echo "$PLANTS"; return; }
   case $1 in
     splitk) echo control weight:0.0001 weight:0.0003 weight:0.001 weight:0.0039 skip-layer ;;
     *) echo control weight:0.0039 weight:0.0156 weight:0.0625 weight:0.25 ;;
