@@ -24,9 +24,25 @@ def step(x):
 
 
 def small_blocks(manifest):
-    """The core's live, unnamed blocks of at most 64 bytes, by offset: (name, size)."""
-    return {b["offset"]: (b["name"], b["size"]) for b in manifest["buffers"]
-            if b["name"].startswith("state/") and b["size"] <= 64}
+    """The core's blocks of at most 4 KiB, by offset: (name, size)."""
+    return {b["offset"]: (b["name"], b["size"]) for b in manifest["buffers"] if b["size"] <= 4096}
+
+
+def words_outside(manifest):
+    """Parameter words of kernel nodes that look like device addresses (0x7000_0000_0000 up
+    to 0x8000_0000_0000) outside the arena: where a generator's seed and offset may live."""
+    base, size = manifest["arena"]["base"], manifest["arena"]["size"]
+    found = {}
+    for t in manifest["templates"]:
+        for n in t["nodes"]:
+            if n["op"].get("kind") != "kernel":
+                continue
+            params = bytes.fromhex(n["op"]["params"])
+            for at in range(0, len(params) - 7, 8):
+                word = int.from_bytes(params[at:at + 8], "little")
+                if 0x7000_0000_0000 <= word < 0x8000_0000_0000 and not base <= word < base + size:
+                    found.setdefault(hex(word), []).append((n["id"], n["op"]["function"][:60], at))
+    return found
 
 
 def pointed(manifest, base, blocks):
@@ -86,6 +102,9 @@ def main(out):
         "small-blocks": {name: size for name, size in blocks.values()},
         "their-bytes-after-each-replay": bytes_after,
         "pointed-by-kernels": pointed(manifest, base, blocks),
+        "words-outside-the-arena": words_outside(manifest),
+        "kernel-params": [(n["id"], n["op"]["function"][:60], n["op"]["params"]) for t in manifest["templates"]
+                          for n in t["nodes"] if n["op"].get("kind") == "kernel"],
     }
     json.dump(said, sys.stdout, indent=1)
     print()
