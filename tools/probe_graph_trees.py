@@ -17,6 +17,8 @@ import traceback
 
 import torch
 
+from gnomon import graph_trees
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "ports"))
 
 
@@ -83,6 +85,7 @@ def tree_facts():
                                    "model": repr(f.model)[:200]}
                           for k, f in manager.ids_to_funcs.items()}
     facts["roots"] = {str(k): [node_facts(n) for n in v] for k, v in manager.roots.items()}
+    facts["described"] = graph_trees.describe(manager, torch.__version__)
     return facts
 
 
