@@ -28,36 +28,34 @@ def small_blocks(manifest):
     return {b["offset"]: (b["name"], b["size"]) for b in manifest["buffers"] if b["size"] <= 4096}
 
 
+def kernel_words(manifest):
+    """(template, node, byte, word) for each 8-byte word of every kernel node's parameters."""
+    for t in manifest["templates"]:
+        for n in t["nodes"]:
+            if n["op"].get("kind") == "kernel":
+                params = bytes.fromhex(n["op"]["params"])
+                for at in range(0, len(params) - 7, 8):
+                    yield t["name"], n, at, int.from_bytes(params[at:at + 8], "little")
+
+
 def words_outside(manifest):
     """Parameter words of kernel nodes that look like device addresses (0x7000_0000_0000 up
     to 0x8000_0000_0000) outside the arena: where a generator's seed and offset may live."""
     base, size = manifest["arena"]["base"], manifest["arena"]["size"]
     found = {}
-    for t in manifest["templates"]:
-        for n in t["nodes"]:
-            if n["op"].get("kind") != "kernel":
-                continue
-            params = bytes.fromhex(n["op"]["params"])
-            for at in range(0, len(params) - 7, 8):
-                word = int.from_bytes(params[at:at + 8], "little")
-                if 0x7000_0000_0000 <= word < 0x8000_0000_0000 and not base <= word < base + size:
-                    found.setdefault(hex(word), []).append((n["id"], n["op"]["function"][:60], at))
+    for _, n, at, word in kernel_words(manifest):
+        if 0x7000_0000_0000 <= word < 0x8000_0000_0000 and not base <= word < base + size:
+            found.setdefault(hex(word), []).append((n["id"], n["op"]["function"][:60], at))
     return found
 
 
 def pointed(manifest, base, blocks):
     """The small blocks each kernel node's parameter bytes hold an address into."""
     found = {}
-    for t in manifest["templates"]:
-        for n in t["nodes"]:
-            if n["op"].get("kind") != "kernel":
-                continue
-            params = bytes.fromhex(n["op"]["params"])
-            for at in range(0, len(params) - 7, 8):
-                word = int.from_bytes(params[at:at + 8], "little") - base
-                for offset, (name, size) in blocks.items():
-                    if offset <= word < offset + size:
-                        found.setdefault(name, []).append((t["name"], n["id"], n["op"]["function"][:80], at))
+    for template, n, at, word in kernel_words(manifest):
+        for offset, (name, size) in blocks.items():
+            if offset <= word - base < offset + size:
+                found.setdefault(name, []).append((template, n["id"], n["op"]["function"][:80], at))
     return found
 
 

@@ -37,13 +37,17 @@ def effects(reason):
     return found
 
 
-def rows(report):
-    """One row per (core, template, output): the outputs case's status and the output's effect."""
+def outputs_cases(report):
+    """(core, template, case) for each template's outputs case of a qualify report."""
     for case in report["cases"]:
         parts = case["id"].split("/")
-        if parts[0] != "qualify" or parts[-1] != "outputs" or not parts[-2].startswith("template="):
-            continue
-        core, template = parts[1], parts[-2][len("template="):]
+        if parts[0] == "qualify" and parts[-1] == "outputs" and parts[-2].startswith("template="):
+            yield parts[1], parts[-2][len("template="):], case
+
+
+def rows(report):
+    """One row per (core, template, output): the outputs case's status and the output's effect."""
+    for core, template, case in outputs_cases(report):
         said = effects(case.get("reason"))
         if not said:
             yield core, template, "—", case["status"], None
@@ -51,12 +55,16 @@ def rows(report):
             yield core, template, buffer, case["status"], d
 
 
+def reports(paths):
+    for path in paths:
+        with open(path) as f:
+            yield json.load(f)
+
+
 def table(paths):
     lines = ["| core | template | output | verdict | RMS effect (limit) | block effect (limit) | launches |",
              "|---|---|---|---|---|---|---|"]
-    for path in paths:
-        with open(path) as f:
-            report = json.load(f)
+    for report in reports(paths):
         for core, template, buffer, status, d in sorted(rows(report)):
             if d is None:
                 lines.append(f"| {core} | {template} | {buffer} | {status} | | | |")
@@ -70,16 +78,12 @@ def floors(paths):
     """One row per (core, template, output) whose outputs case states a detection floor."""
     lines = ["| core | template | output | floor, whole output | floor, one 4 KiB block | launches |",
              "|---|---|---|---|---|---|"]
-    for path in paths:
-        with open(path) as f:
-            report = json.load(f)
-        for case in report["cases"]:
-            parts = case["id"].split("/")
-            if parts[0] == "qualify" and parts[-1] == "outputs":
-                said = (case.get("reason") or "").partition("the detection floor of each varying output")[2]
-                for m in sorted(FLOOR.finditer(said), key=lambda m: m["buffer"]):
-                    lines.append(f"| {parts[1]} | {m['template']} | {m['buffer']} | {m['rms']} | {m['block']} "
-                                 f"| {m['launches']} |")
+    for report in reports(paths):
+        for core, _, case in outputs_cases(report):
+            said = (case.get("reason") or "").partition("the detection floor of each varying output")[2]
+            for m in sorted(FLOOR.finditer(said), key=lambda m: m["buffer"]):
+                lines.append(f"| {core} | {m['template']} | {m['buffer']} | {m['rms']} | {m['block']} "
+                             f"| {m['launches']} |")
     return "\n".join(lines)
 
 
