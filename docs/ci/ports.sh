@@ -13,6 +13,9 @@ port_command() {
     # Qwen2-1.5B whole: 28 layers, SDPA's own grouped-query attention, argmax on a side stream.
     qwen2-28-gqa) echo python/ports/decode.py --model qwen2 --layers 28 --gqa sdpa --argmax-side-stream \
       --batches 16,8,4,2,1 --arena 16GiB --context 64 ;;
+    # transformers' own static-cache generate, its decode step compiled by transformers with
+    # CUDA graph trees: hf-generate-bB-MODEL, one batch size B per process.
+    hf-generate-b*) local rest=${1#hf-generate-b}; echo python/ports/hf_generate.py --batch "${rest%%-*}" --model "${rest#*-}" ;;
     # HF's own forward whose experts combine as a serving stack's fused MoE: one index_add_.
     hf-index-add-*) echo python/ports/hf.py --model "${1#hf-index-add-}" --experts index-add ;;
     # A serving stack's capture code unchanged: a pool handle of PyTorch's own, or none.

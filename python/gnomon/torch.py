@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from . import _native, parse_size
 
 __all__ = ["record", "use_arena", "join_ranks", "sync_ranks", "peer_address", "graph_pool", "outside_arena",
-           "memory_stats", "deterministic", "export", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES",
+           "memory_stats", "deterministic", "export", "export_graph_trees", "report", "DEFAULT_BASE", "RANK_STRIDE", "DEFAULT_LAUNCHES",
            "QUIET_LAUNCHES", "MAX_LAUNCHES"]
 
 #: Where the arena starts unless told otherwise: high above what the driver hands out.
@@ -90,13 +90,15 @@ def record():
     _native.start_recording()
 
 
-def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
+def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False, graph_trees=False):
     """Maps ``size`` bytes at exactly ``base`` and puts PyTorch's caching allocator on them:
     from here on this thread's tensors, and every graph captured into ``graph_pool()``, lie
     in the arena, while PyTorch's memory statistics, block reuse and shared graph pools work
     as they do without the kit. Returns the size mapped. Refused when the driver does not
     place the range at ``base``. A rank of a tensor-parallel set maps it ``shareable`` and
-    then calls ``join_ranks``."""
+    then calls ``join_ranks``. Inductor's CUDA graph trees are refused (see
+    ``_GRAPH_TREES_REFUSED``) unless ``graph_trees``: then their pool is one of the arena's
+    and ``export_graph_trees`` exports them (not yet run on a GPU)."""
     torch = _torch()
 
     if _cuda_initialised():
@@ -112,7 +114,10 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False):
     _arena["routing"].__enter__()
     atexit.register(_leave_arena)
     _capture_into_arena(torch.cuda.graphs.CUDAGraph)
-    _refuse_graph_trees(torch)
+    if graph_trees:
+        _graph_trees_in_arena(torch)
+    else:
+        _refuse_graph_trees(torch)
     return mapped
 
 
@@ -149,6 +154,26 @@ def _refuse_graph_trees(torch):
     torch.compile = compile_in_arena
 
 
+def _graph_trees_in_arena(torch):
+    """Inductor's tree manager takes an arena pool for its own when it is made: the pool
+    it captures every tree node into, routes its warm-up allocations to and checkpoints
+    between nodes, so all of it lies in the arena and none is swapped behind its back."""
+    from torch._inductor import cudagraph_trees
+
+    _arena["trees"] = torch.cuda.MemPool(_arena["allocator"])
+    init = cudagraph_trees.CUDAGraphTreeManager.__init__
+
+    def init_in_arena(self, *args, **kwargs):
+        handle = torch.cuda.graph_pool_handle
+        torch.cuda.graph_pool_handle = lambda: _arena["trees"].id
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            torch.cuda.graph_pool_handle = handle
+
+    cudagraph_trees.CUDAGraphTreeManager.__init__ = init_in_arena
+
+
 def _called_from_graph_trees():
     """Whether Inductor's CUDA graph trees are among the callers of the caller."""
     frame = sys._getframe(2)
@@ -171,7 +196,7 @@ def _capture_into_arena(graph_class):
     capture_begin, init = graph_class.capture_begin, graph_class.__init__
 
     def capture_begin_in_arena(self, pool=None, *args, **kwargs):
-        if _called_from_graph_trees():
+        if _called_from_graph_trees() and "trees" not in _arena:
             raise RuntimeError(_GRAPH_TREES_REFUSED)
         return capture_begin(self, _arena_pool(pool), *args, **kwargs)
 
@@ -186,7 +211,8 @@ def _arena_pool(pool):
     """The arena's pool a capture given ``pool`` allocates in (see ``_capture_into_arena``)."""
     torch = _torch()
 
-    if not _arena or (pool is not None and tuple(pool) == tuple(_arena["graphs"].id)):
+    ours = [_arena[k].id for k in ("graphs", "trees") if k in _arena]
+    if not _arena or (pool is not None and any(tuple(pool) == tuple(p) for p in ours)):
         return pool
     if pool is None:
         _arena["private"].append(torch.cuda.MemPool(_arena["allocator"]))
@@ -421,6 +447,48 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
         print(f"gnomon.torch.export: the GPU is shared with {said}: expectations recorded beside another "
               "process may hold bits a launch alone would not give", file=sys.stderr, flush=True)
     return summary
+
+
+def export_graph_trees(out, weights=None, **options):
+    """Exports what Inductor's CUDA graph trees recorded (``use_arena(..., graph_trees=True)``
+    first) as a core at ``out``: each node that replays a template, as
+    ``gnomon.graph_trees.plan`` maps it. ``weights`` (a module) names the parameters, and a
+    single output whose last dimension is its ``config.vocab_size`` is named ``logits``;
+    ``options`` are ``export``'s. Refused, before anything is written, where the tree
+    cannot be mapped (``graph_trees.Refused``). Not yet run on a GPU."""
+    torch = _torch()
+    from torch._inductor import cudagraph_trees
+
+    from . import graph_trees
+
+    manager = cudagraph_trees.get_container(torch.cuda.current_device()).tree_manager
+    if manager is None:
+        raise graph_trees.Refused("no CUDA graph tree was made: nothing was compiled with mode='reduce-overhead' "
+                                  "(or ran often enough to be recorded) in this process")
+    nodes = {}
+    pending = [n for roots in manager.roots.values() for n in roots]
+    while pending:
+        node = pending.pop()
+        nodes[node.id.id] = node
+        pending += [c for children in node.children.values() for c in children]
+    names = {t.data_ptr(): n for n, t in (weights.named_parameters() if weights is not None else ())}
+    vocabulary = getattr(getattr(weights, "config", None), "vocab_size", None)
+    graphs, roles = {}, {"input": {}, "weight": {}, "state": {}, "output": {}}
+    for template in graph_trees.plan(graph_trees.describe(manager, torch.__version__)):
+        node = nodes[template["graph"]]
+        graphs[template["name"]] = node.graph
+        for i in template["inputs"]:
+            tensor = node.reconstructed_inputs[i["index"]]
+            name = {"input": f"{template['name']}/{i['placeholder']}",
+                    "weight": names.get(tensor.data_ptr(), f"f{node.wrapped_function.id.id}/{i['placeholder']}"),
+                    "state": f"f{node.wrapped_function.id.id}/{i['placeholder']}"}[i["role"]]
+            roles[i["role"]][name] = tensor
+        produced = [node.cached_tensor_outputs[o["index"]] for o in template["outputs"]]
+        logits = len(produced) == 1 and vocabulary is not None and produced[0].shape[-1] == vocabulary
+        roles["output"][template["name"]] = {("logits" if logits else f"out{o['index']}"): t
+                                             for o, t in zip(template["outputs"], produced)}
+    return export(graphs, out, weights=roles["weight"], inputs=roles["input"], outputs=roles["output"],
+                  kv_cache=roles["state"], **options)
 
 
 def report(summary, path=None):
