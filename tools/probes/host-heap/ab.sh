@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25: the eleven ports exported once (main's wheel, ../../floors/run.sh with no
+# Issue 25: the eleven ports exported once (main's wheel, ../floors/run.sh with no
 # qualify runs) into /tmp/cores, then ab.py's arms taking turns on them (AB_PORTS: only
 # these, by name) until SECONDS_LEFT of the call remain; NIGHTLY=1 also exports the
 # nightly core into /tmp/nightly and replays it first. Cores are kept for the next call.
@@ -10,7 +10,7 @@ start=$(date +%s)
 mkdir -p "$out/ab"
 cat /sys/kernel/mm/transparent_hugepage/{enabled,defrag} /sys/kernel/mm/transparent_hugepage/khugepaged/defrag > "$out/ab/thp-settings.txt"
 if [[ ! -f /tmp/cores/.exported ]]; then
-  CORES=/tmp/cores QUALIFY_RUNS=0 bash "$here/../../floors/run.sh" "$wheels" "$out" && touch /tmp/cores/.exported
+  CORES=/tmp/cores QUALIFY_RUNS=0 bash "$here/../floors/run.sh" "$wheels" "$out" && touch /tmp/cores/.exported
 fi
 cores=(/tmp/cores/*/)
 [[ -n ${AB_PORTS:-} ]] && cores=($(printf '/tmp/cores/%s/ ' $AB_PORTS))

@@ -2,9 +2,10 @@
 """Issue 25: cores replayed warm (`gnomon replay`) by allocator arms taking turns, each
 replay with its own page faults, CPU time and /proc/vmstat deltas (huge pages, compaction,
 reclaim). Arms (ARMS, all when unset): `glibc` (main's binary, ac89e3d), `jemalloc`
-(../jemalloc/jemalloc.patch: jemalloc with thp:always for the whole process), `tunables`
-(main's binary with glibc's main arena for every thread, on huge pages), `arena`
-(target/carry/gnomon: jemalloc, huge pages for the instantiating threads' arena alone).
+(baselines/h200-sm90-580.159.04-models/prelude/jemalloc/jemalloc.patch: jemalloc with
+thp:always for the whole process), `tunables` (main's binary with glibc's main arena for
+every thread, on huge pages), `arena` (target/carry/gnomon: jemalloc, huge pages for the
+instantiating threads' arena alone).
 Rounds until DEADLINE seconds since the epoch; each round starts with a different arm.
 Usage: ab.py OUT CORE...
 """

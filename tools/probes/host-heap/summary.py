@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The tables of README.md from ab.py's rows: per core and arm, medians of the restore's
-metrics, the process's page faults and its /proc/vmstat deltas; then each arm against
-`glibc`, paired by call, core and round, over the ports (the nightly core apart).
+"""The tables of baselines/h200-sm90-580.159.04-models/prelude/allocators/README.md from
+ab.py's rows: per core and arm, medians of the restore's metrics, the process's page
+faults and its /proc/vmstat deltas; then each arm against `glibc`, paired by call, core
+and round, over the ports (the nightly core apart).
 Usage: summary.py CALL.jsonl..."""
 import collections, json, statistics as st, sys
 
