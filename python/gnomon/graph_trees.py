@@ -43,11 +43,13 @@ def _tensor(t):
 
 
 def _output(meta):
-    """An output's metadata as Inductor keeps it (None where it aliases an input)."""
+    """An output's metadata as Inductor keeps it (None where it aliases an input): its
+    `data_ptr` is its storage's, so the first element lies `storage_offset` elements on."""
     if not isinstance(meta, dict):
         return None
+    first = meta["data_ptr"] + meta.get("storage_offset", 0) * meta["dtype"].itemsize
     return {"shape": list(meta["size"]), "stride": list(meta["stride"]), "dtype": str(meta["dtype"]),
-            "address": meta["data_ptr"], "bytes": meta["nbytes"]}
+            "address": first, "bytes": meta["nbytes"]}
 
 
 def describe(manager, version):
@@ -71,8 +73,11 @@ def _shape_name(tensor):
     return "x".join(str(d) for d in tensor.get("shape", [])) or "scalar"
 
 
-def _template_name(node, inputs):
-    return f"f{node['function']}-" + "-".join(_shape_name(t) for t in inputs) if inputs else f"f{node['function']}"
+def _template_name(node, inputs, parent):
+    """`f<function>-<shape>-…`, after its parent's name and a dot for a child: one function
+    recorded at one set of shapes under two parents is two templates."""
+    own = f"f{node['function']}-" + "-".join(_shape_name(t) for t in inputs) if inputs else f"f{node['function']}"
+    return f"{parent}.{own}" if parent else own
 
 
 def _latest(nodes):
@@ -95,24 +100,54 @@ def _non_static(node):
     return [i for i in range(len(node["inputs"])) if i not in fixed]
 
 
-def _from_parent(node, parent, name):
-    """Each managed input of `node`: the index of its parent's output at its address."""
-    if parent is None:
+def _from_ancestors(node, path, name):
+    """Each managed input of `node`: the template (its parent's, or an older ancestor's)
+    and output index that leaves a tensor at its address; `path` is its ancestors, the
+    parent last, as (template name, node)."""
+    if not path:
         raise Refused(f"graph {node['graph']} ({name}): it reads {len(node['managed'])} tensors of the tree's pool "
                       f"but has no parent to take them from")
-    at = {o["address"]: j for j, o in enumerate(parent["outputs"]) if o is not None}
+    at = {o["address"]: (template, j) for template, n in path for j, o in enumerate(n["outputs"]) if o is not None}
     mapped = []
     for i in node["managed"]:
         address = node["inputs"][i].get("address")
         if address not in at:
             raise Refused(f"graph {node['graph']} ({name}): input {i} lies in the tree's pool at {address:#x}, "
-                          f"which no output of its parent (graph {parent['graph']}) leaves")
-        mapped.append({"index": i, "parent-output": at[address]})
+                          f"which no output of its ancestors (graphs {', '.join(str(n['graph']) for _, n in path)}) "
+                          f"leaves")
+        mapped.append({"index": i, "template": at[address][0], "output": at[address][1]})
     return mapped
 
 
-def _role(function, i):
-    return "state" if i in function["mutated"] else "weight"
+def _mutated_addresses(description):
+    """The addresses of the tensors any recorded function writes: state wherever they are
+    read, since a tensor one function writes and another reads has one role."""
+    return {node["inputs"][i].get("address") for node in description["nodes"]
+            for i in description["functions"].get(node["function"], {}).get("mutated", [])
+            if i < len(node["inputs"])}
+
+
+def _ancestors(node, by_graph):
+    """(template name, node) of each ancestor of `node` that replays, its root first."""
+    path, parent = [], by_graph.get(node["parent"])
+    while parent is not None:
+        path.insert(0, (parent["name"], parent["node"]))
+        parent = by_graph.get(parent["node"]["parent"])
+    return path
+
+
+def _inputs(node, function, written):
+    """Each input of `node` but those it takes from the tree's pool, with its role: an
+    input the user fills (Inductor copies it into the tensor given here), state (written
+    by some function of the tree) or a weight."""
+    def described(i, role):
+        name = function["placeholders"][i] if i < len(function["placeholders"]) else f"arg{i}"
+        return {"index": i, "placeholder": name, "role": role, **node["inputs"][i]}
+
+    fixed = [i for i in node["static"] if i not in node["managed"]]
+    role = lambda i: "state" if node["inputs"][i].get("address") in written else "weight"  # noqa: E731
+    return sorted([described(i, "input") for i in _non_static(node)] + [described(i, role(i)) for i in fixed],
+                  key=lambda t: t["index"])
 
 
 def plan(description):
@@ -124,31 +159,31 @@ def plan(description):
                       "(run the step at least three times at each shape, and read TORCH_LOGS=cudagraphs for the "
                       "reasons it skipped)")
     kept, superseded = _latest(nodes)
-    by_graph = {n["graph"]: n for n in kept}
-    names, templates = {}, []
+    written = _mutated_addresses(description)
+    known = {n["graph"] for n in nodes}
+    templates, by_graph = [], {}
     for node in kept:
         function = description["functions"].get(node["function"])
         if function is None:
             raise Refused(f"graph {node['graph']}: function {node['function']} is not among the tree's functions")
-        if node["parent"] is not None and node["parent"] not in names:
-            if all(n["graph"] != node["parent"] for n in nodes):
+        if node["parent"] is not None and node["parent"] not in by_graph:
+            if node["parent"] not in known:
                 raise Refused(f"graph {node['graph']}: its parent, graph {node['parent']}, is not in the tree")
             continue  # below a node recorded again: it will not replay either
-        non_static = _non_static(node)
-        name = _template_name(node, [node["inputs"][i] for i in non_static])
-        if name in names.values():
+        parent = by_graph.get(node["parent"])
+        name = _template_name(node, [node["inputs"][i] for i in _non_static(node)], parent and parent["name"])
+        if any(t["name"] == name for t in templates):
             raise Refused(f"graph {node['graph']} ({name}): two replayed nodes of one function at the same shapes")
-        names[node["graph"]] = name
-        placeholder = lambda i: function["placeholders"][i] if i < len(function["placeholders"]) else f"arg{i}"  # noqa: E731
-        described = lambda i, role: {"index": i, "placeholder": placeholder(i), "role": role, **node["inputs"][i]}  # noqa: E731
-        templates.append({
+        path = _ancestors(node, by_graph)
+        template = {
             "name": name,
             "graph": node["graph"],
-            "parent": names.get(node["parent"]),
+            "parent": path[-1][0] if path else None,
             "superseded": sorted(superseded.get(node["graph"], [])),
-            "inputs": sorted([described(i, "input") for i in non_static]
-                             + [described(i, _role(function, i)) for i in node["static"]], key=lambda t: t["index"]),
-            "from-parent": _from_parent(node, by_graph.get(node["parent"]), name) if node["managed"] else [],
+            "inputs": _inputs(node, function, written),
+            "from-parent": _from_ancestors(node, path, name) if node["managed"] else [],
             "outputs": [{"index": j, **o} for j, o in enumerate(node["outputs"]) if o is not None],
-        })
+        }
+        templates.append(template)
+        by_graph[node["graph"]] = {"name": name, "node": node}
     return templates

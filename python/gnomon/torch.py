@@ -483,12 +483,24 @@ def export_graph_trees(out, weights=None, **options):
                     "weight": names.get(tensor.data_ptr(), f"f{node.wrapped_function.id.id}/{i['placeholder']}"),
                     "state": f"f{node.wrapped_function.id.id}/{i['placeholder']}"}[i["role"]]
             roles[i["role"]][name] = tensor
-        produced = [node.cached_tensor_outputs[o["index"]] for o in template["outputs"]]
+        produced = [_tree_output(node, template, o["index"]) for o in template["outputs"]]
         logits = len(produced) == 1 and vocabulary is not None and produced[0].shape[-1] == vocabulary
         roles["output"][template["name"]] = {("logits" if logits else f"out{o['index']}"): t
                                              for o, t in zip(template["outputs"], produced)}
     return export(graphs, out, weights=roles["weight"], inputs=roles["input"], outputs=roles["output"],
                   kv_cache=roles["state"], **options)
+
+
+def _tree_output(node, template, index):
+    """A tree node's output `index` as Inductor still holds it, or a refusal: it drops its
+    cached outputs at a checkpoint."""
+    from . import graph_trees
+
+    cached = node.cached_tensor_outputs
+    if index >= len(cached) or cached[index] is None:
+        raise graph_trees.Refused(f"graph {node.id.id} ({template['name']}): Inductor no longer holds its output "
+                                  f"{index}; export right after the step's last run")
+    return cached[index]
 
 
 def report(summary, path=None):

@@ -5,6 +5,7 @@ them with a child node, a stranger child and an untested PyTorch."""
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,30 +53,86 @@ def test_the_recipes_decode_step_is_one_template_with_each_tensor_in_its_role(mo
     assert template["parent"] is None and template["from-parent"] == []
 
 
-def with_child(tree, managed_address=None):
-    """`tree` with a child of graph 1: graph 2, the same function, whose input 0 is its
-    parent's logits (or lies at `managed_address`)."""
+def with_child(tree, managed_address=None, parent=1, graph=2, output=0):
+    """`tree` with a child of graph `parent`: graph `graph`, the same function, whose input 0
+    is its parent's output `output` (or lies at `managed_address`); as in Inductor, a
+    managed input is among the node's static ones too."""
     tree = copy.deepcopy(tree)
-    parent = tree["nodes"][1]
-    child = copy.deepcopy(parent)
-    child.update(graph=2, parent=1, managed=[0])
-    child["inputs"][0] = dict(parent["outputs"][0], address=managed_address or parent["outputs"][0]["address"])
-    child["outputs"][0] = dict(child["outputs"][0], address=child["outputs"][0]["address"] + (1 << 20))
+    nodes = {n["graph"]: n for n in tree["nodes"]}
+    child = copy.deepcopy(nodes[1])
+    child.update(graph=graph, parent=parent, managed=[0], static=sorted({0, *child["static"]}))
+    source = nodes[parent]["outputs"][output] if managed_address is None else dict(nodes[1]["outputs"][0],
+                                                                                      address=managed_address)
+    child["inputs"][0] = dict(source)
+    child["outputs"] = [o and dict(o, address=o["address"] + (graph << 20)) for o in child["outputs"]]
     tree["nodes"].append(child)
     return tree
 
 
 def test_a_child_node_follows_its_parent_and_reads_its_parents_output():
     parent, child = graph_trees.plan(with_child(recorded("qwen3")))
-    assert child["parent"] == parent["name"]
-    assert child["from-parent"] == [{"index": 0, "parent-output": 0}]
-    assert 0 not in roles(child).get("input", []), "a pool tensor is not an input the user fills"
-    assert child["name"] != parent["name"]
+    assert child["parent"] == parent["name"] and child["name"].startswith(parent["name"] + ".")
+    assert child["from-parent"] == [{"index": 0, "template": parent["name"], "output": 0}]
+    assert 0 not in [t["index"] for t in child["inputs"]], "a pool tensor is neither input, weight nor state"
+
+
+def test_a_grandchild_may_read_its_grandparents_output():
+    tree = with_child(with_child(recorded("qwen3")), parent=2, graph=3)
+    tree["nodes"][-1]["inputs"][0] = dict(tree["nodes"][1]["outputs"][0])  # the root's logits
+    root, _, grandchild = graph_trees.plan(tree)
+    assert grandchild["from-parent"] == [{"index": 0, "template": root["name"], "output": 0}]
+
+
+def test_which_output_of_its_parent_a_child_reads_is_kept():
+    tree = recorded("olmoe")
+    logits = tree["nodes"][1]["outputs"][0]
+    tree["nodes"][1]["outputs"] = [None, dict(logits, address=logits["address"] + 4096), logits]
+    *_, child = graph_trees.plan(with_child(tree, output=2))
+    assert child["from-parent"][0]["output"] == 2
+    [parent] = [t for t in graph_trees.plan(tree)]
+    assert [o["index"] for o in parent["outputs"]] == [1, 2], "an output aliasing an input is no output"
+
+
+def test_one_function_at_one_shape_under_two_parents_is_two_templates():
+    tree = with_child(recorded("qwen3"))
+    other_root = copy.deepcopy(tree["nodes"][1])
+    other_root.update(graph=5, function="9")
+    other_root["inputs"][0] = dict(other_root["inputs"][0], shape=[2, 1])
+    tree["functions"]["9"] = tree["functions"]["0"]
+    tree["nodes"].append(other_root)
+    tree = with_child(tree, parent=5, graph=6)
+    names = [t["name"] for t in graph_trees.plan(tree)]
+    assert len(names) == len(set(names)) == 4
+
+
+def test_a_tensor_one_function_writes_is_state_where_another_only_reads_it():
+    tree = recorded("qwen3")
+    reader = copy.deepcopy(tree["nodes"][1])
+    reader.update(graph=7, function="3")
+    reader["inputs"][0] = dict(reader["inputs"][0], shape=[4, 1])
+    tree["functions"]["3"] = dict(tree["functions"]["0"], mutated=[])
+    tree["nodes"].append(reader)
+    *_, read_only = graph_trees.plan(tree)
+    assert roles(read_only)["state"] == tree["functions"]["0"]["mutated"]
+
+
+def test_each_recording_again_supersedes_the_one_before():
+    tree = recorded("gemma2")
+    third = copy.deepcopy(tree["nodes"][1])
+    third["graph"] = 2
+    tree["nodes"].append(third)
+    [template] = graph_trees.plan(tree)
+    assert (template["graph"], template["superseded"]) == (2, [0, 1])
+
+
+def test_inputs_keep_their_placeholders_names():
+    [template] = graph_trees.plan(recorded("qwen3"))
+    assert [(t["index"], t["placeholder"]) for t in template["inputs"][:2]] == [(0, "arg0_1"), (1, "arg1_1")]
 
 
 def test_a_child_reading_pool_memory_its_parent_does_not_leave_is_refused_by_name():
     with pytest.raises(graph_trees.Refused, match=r"graph 2 .*input 0 lies in the tree's pool at 0x1234, which no "
-                                                  r"output of its parent \(graph 1\) leaves"):
+                                                  r"output of its ancestors \(graphs 1\) leaves"):
         graph_trees.plan(with_child(recorded("qwen3"), managed_address=0x1234))
 
 
@@ -93,10 +150,11 @@ def test_a_child_of_a_node_not_in_the_tree_is_refused():
         graph_trees.plan(tree)
 
 
-def test_an_untested_pytorch_is_refused_naming_the_tested_one():
+@pytest.mark.parametrize("version", ["2.12.0+cu130", "2.1.0", "2.110.0", "3.11.0"])
+def test_an_untested_pytorch_is_refused_naming_the_tested_one(version):
     tree = recorded("gemma2")
-    tree["torch"] = "2.12.0+cu130"
-    with pytest.raises(graph_trees.Refused, match=r"PyTorch 2\.12\.0\+cu130: .* only as PyTorch 2\.11 records them"):
+    tree["torch"] = version
+    with pytest.raises(graph_trees.Refused, match=rf"PyTorch {re.escape(version)}: .* only as PyTorch 2\.11 records"):
         graph_trees.plan(tree)
 
 
