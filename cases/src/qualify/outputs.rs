@@ -389,17 +389,21 @@ mod tests {
         assert_eq!(agreed.metrics["outputs-compared"].value, 1.0);
     }
 
+    /// A core whose float output `b` varied with one recorded distance, and its first
+    /// launch's bytes.
+    fn varying_with_distances() -> (gnomon_format::Manifest, Vec<u8>) {
+        let distances =
+            |v: &mut gnomon_format::Variation| v.distances = vec![Distance { rms: 0.004, block_rms: 0.005 }];
+        crate::qualify::agreement::tests::manifest(gnomon_format::spread::Element::Float32, distances)
+    }
+
     /// The self-test counts every wrong output it fed: a varying output's inverted bytes and
     /// each calibrated defect, beside the wrong digest of each output.
     #[test]
     fn the_self_test_counts_the_wrong_outputs_it_fed() {
-        use gnomon_format::spread::{Distance, Element};
-
         use crate::qualify::agreement::tests as core;
 
-        let distances =
-            |v: &mut gnomon_format::Variation| v.distances = vec![Distance { rms: 0.004, block_rms: 0.005 }];
-        let (m, first) = core::manifest(Element::Float32, distances);
+        let (m, first) = varying_with_distances();
         let agreements = core::agreements(&m, first.clone());
         let varying = core::output("b", first);
         let fed = agreements.wrongs(&varying).len();
@@ -413,13 +417,9 @@ mod tests {
     /// another template's.
     #[test]
     fn a_template_states_only_its_own_floors() {
-        use gnomon_format::spread::{Distance, Element};
-
         use crate::qualify::agreement::tests as core;
 
-        let distances =
-            |v: &mut gnomon_format::Variation| v.distances = vec![Distance { rms: 0.004, block_rms: 0.005 }];
-        let (m, first) = core::manifest(Element::Float32, distances);
+        let (m, first) = varying_with_distances();
         let agreements = core::agreements(&m, first.clone());
         let b = core::output("b", first);
         let b = OutputCheck { expected_sha256: b.actual_sha256.clone(), ..b };
