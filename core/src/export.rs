@@ -127,6 +127,7 @@ impl Exporter {
             unchecked: Vec::new(),
             producer_seconds: Default::default(),
             peers: Vec::new(),
+            generators: Vec::new(),
         };
         let mut by_offset = manifest.buffers.clone();
         by_offset.sort_by_key(|b| b.offset);
@@ -202,6 +203,11 @@ impl Exporter {
     /// holds an address in a window is then recorded as a pointer too.
     pub fn peers(&mut self, ranges: Vec<PeerRange>) {
         self.manifest.peers = ranges;
+    }
+
+    /// The generators whose state the templates read, and how their launches advance it.
+    pub fn generators(&mut self, generators: Vec<gnomon_format::Generator>) {
+        self.manifest.generators = generators;
     }
 
     /// Records a retained template: its nodes as the driver reports them, edges, and flags.

@@ -149,6 +149,8 @@ pub enum ValidationError {
     MemsetValue { template: String, node: String, value: u32, element_size: u32 },
     #[error("node `{node}` of template `{template}`: parameter byte {offset} lies between parameters and is not zero")]
     ParamPadding { template: String, node: String, offset: usize },
+    #[error("generator {index}: {what} (format v3, docs/format-v3.md \"generators\")")]
+    Generator { index: usize, what: String },
     #[error("{item} path `{path}` has an empty, `.` or `..` component")]
     PathNotCanonical { item: String, path: String },
     #[error("{item} path `{path}` leaves the core directory")]

@@ -10,6 +10,7 @@
 //! - [`validate`]: every rule of the format, and [`Core`], a core that kept them.
 //! - [`account`]: what a valid core holds, in a few lines.
 //! - [`flags`]: the instantiation-flags contract (exactly one source; 0, 1, 8 or 9).
+//! - [`Generator`]: random-number state the kernels read, and how launches advance it.
 //! - [`contract`]: export needs templates only; replay needs executables.
 //! - [`shards`]: splitting a fixed-address arena into shards under a cap.
 //! - [`spread`]: how far launches of an output lie from the first, in the data's units.
@@ -28,6 +29,7 @@ pub mod digest;
 pub mod errors;
 mod fast_parse;
 pub mod flags;
+mod generators;
 mod image;
 mod io;
 mod manifest;
@@ -41,6 +43,7 @@ pub mod tensor_parallel;
 pub mod validate;
 
 pub use core_writer::{CoreWriter, Written};
+pub use generators::{Drawn, DrawnLaunch, Draws, Generator};
 pub use image::{arch as image_arch, ImageArch, Targeting, HEAD_BYTES as IMAGE_HEAD_BYTES};
 pub use io::{hash_exactly, hash_hex, open_in_core, read_exactly, read_manifest, MANIFEST_FILE, MAX_MANIFEST_BYTES};
 pub use manifest::*;

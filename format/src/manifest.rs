@@ -38,6 +38,10 @@ pub struct Manifest {
     /// kernels may hold addresses in them, as a custom all-reduce holds its peers' buffers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerRange>,
+    /// (v3) Random-number generators whose seed and offset the kernels read from the
+    /// arena, and how each drawing template's launch advances the offset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<crate::Generator>,
 }
 
 /// A range of rank `rank`'s arena, mapped by this rank at `address` (v3).

@@ -24,6 +24,7 @@ use crate::{
 };
 
 mod files;
+mod generators;
 mod open;
 mod template;
 
@@ -126,6 +127,9 @@ fn older_has_no_v3_field(m: &Manifest) -> Result {
     }
     if !m.peers.is_empty() {
         return found("peers", "the manifest".into());
+    }
+    if !m.generators.is_empty() {
+        return found("generators", "the manifest".into());
     }
     for e in &m.expectations {
         if let Some(o) = e.outputs.iter().find(|o| o.variation.is_some()) {
@@ -679,6 +683,7 @@ fn expectations(m: &Manifest, buffers: &BufferMap) -> Result {
         }
     }
     spreads_taken(m)?;
+    generators::generators(m, buffers)?;
     checked(m)
 }
 
