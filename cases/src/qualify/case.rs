@@ -52,6 +52,8 @@ pub(crate) enum CoreCase {
     Determinism,
     WeightsUnchanged,
     PoisonIndependence,
+    /// Templates that draw random numbers draw anew, as the producing program would.
+    RandomDraws,
     Restore,
     CheckerRejectsWrongOutputs,
     /// A budget of the profile, named by its metric.
@@ -74,6 +76,7 @@ impl CoreCase {
             CoreCase::Determinism,
             CoreCase::WeightsUnchanged,
             CoreCase::PoisonIndependence,
+            CoreCase::RandomDraws,
             CoreCase::Restore,
             CoreCase::CheckerRejectsWrongOutputs,
         ]);
@@ -95,6 +98,7 @@ impl CoreCase {
             | CoreCase::Determinism
             | CoreCase::WeightsUnchanged
             | CoreCase::PoisonIndependence
+            | CoreCase::RandomDraws
             | CoreCase::Restore
             | CoreCase::CheckerRejectsWrongOutputs
             | CoreCase::Budget(_) => Phase::Launches,
@@ -121,6 +125,7 @@ impl fmt::Display for CoreCase {
             CoreCase::Determinism => f.write_str("determinism"),
             CoreCase::WeightsUnchanged => f.write_str("weights-unchanged"),
             CoreCase::PoisonIndependence => f.write_str("poison-independence"),
+            CoreCase::RandomDraws => f.write_str("random-draws"),
             CoreCase::Restore => f.write_str("restore"),
             CoreCase::CheckerRejectsWrongOutputs => f.write_str("checker-rejects-wrong-outputs"),
             CoreCase::Budget(metric) => write!(f, "budget/{metric}"),
@@ -141,7 +146,7 @@ mod tests {
         let expected = "device map modules upload template=a/rebuild template=b/rebuild template=a/instantiate \
                         template=b/instantiate template=a/attributes template=b/attributes template=a/outputs \
                         template=b/outputs template=a/speed template=b/speed determinism weights-unchanged \
-                        poison-independence restore checker-rejects-wrong-outputs budget/restore-total-s";
+                        poison-independence random-draws restore checker-rejects-wrong-outputs budget/restore-total-s";
         assert_eq!(names.join(" "), expected);
     }
 

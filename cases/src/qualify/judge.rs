@@ -24,7 +24,7 @@ use gnomon_reports::{CaseRecord, Status};
 use super::{
     agreement::Agreements,
     case::{CoreCase, Phase, Step},
-    core_cases,
+    core_cases, draws,
     outputs::{
         checker_rejects_wrong_outputs, deterministic, floors_said, outputs_of, poison_independent, template_facts,
         Agreed, Launched, Reference, TemplateFacts,
@@ -167,7 +167,8 @@ fn judge(
     // floor the restore is held against.
     let cached = shards_cached_fraction(core).map_err(|e| format!("ask the page cache about the shard files: {e}"));
     let window_start = unix_now();
-    let launches = Launches { each: profile.launches, again_under_second_poison: true, timed: true, ranks: link };
+    let launches =
+        Launches { each: profile.launches, again_under_second_poison: true, timed: true, draws: true, ranks: link };
     let replayed = replay_launching(core, ctx, Executables::Rebuild, launches);
     let window = [measured("window-start-unix-s", window_start, "s"), measured("window-end-unix-s", unix_now(), "s")];
     if let Some(rank) = rank {
@@ -292,6 +293,7 @@ fn judge_replay(
     let reference = Reference { within: &reference, differences: &|o| reference_differences(core, report, o) };
     judge_templates(v, &facts, &launched, &agreements, &reference);
     judge_speeds(v, core.manifest(), &report.speeds);
+    v.set(&CoreCase::RandomDraws, draws::judged(core.manifest(), &report.draws));
     let (mut metrics, restored) = replay_metrics(core, report, &stages);
     metrics.extend(start_metrics(started));
     Ok((metrics, restored))
@@ -429,6 +431,7 @@ fn phase_of(stage: Stage) -> Option<Phase> {
         | Stage::WeightsCheck
         | Stage::PoisonIndependence
         | Stage::Speed
+        | Stage::Draws
         | Stage::RankSync => Phase::Launches,
     })
 }
@@ -626,13 +629,13 @@ mod tests {
         let not_passed: Vec<_> = got.iter().filter(|(_, s, _)| *s != Status::Passed).map(|(i, s, _)| (i, s)).collect();
         // The caller sets the stage cases and `restore` (with the metrics) around the
         // templates, each template's `attributes` from a rebuild read back on the device
-        // and its `speed` from the restore's timings; here they are left without a
-        // verdict after a completed restore.
+        // and its `speed` from the restore's timings, and `random-draws` from its draws;
+        // here they are left without a verdict after a completed restore.
         let mut around: Vec<String> = vec!["map".into(), "modules".into(), "upload".into()];
         for case in ["attributes", "speed"] {
             around.extend(["a", "b", "c"].map(|t| format!("template={t}/{case}")));
         }
-        around.push("restore".into());
+        around.extend(["random-draws".into(), "restore".into()]);
         assert_eq!(not_passed, around.iter().map(|i| (i, &Status::Failed)).collect::<Vec<_>>());
     }
 

@@ -7,6 +7,7 @@
 
 mod agreement;
 mod case;
+mod draws;
 mod judge;
 mod outputs;
 mod profile;

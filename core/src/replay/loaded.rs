@@ -11,7 +11,7 @@ use crate::{
     errors::CudaError,
     errors::ReplayError,
 };
-use gnomon_format::{Buffer, BufferContents, BufferRole, Manifest};
+use gnomon_format::{Buffer, BufferContents, BufferRef, BufferRole, Manifest};
 
 /// Which writable buffers a reset puts back: all of them, or those a template was seen to
 /// change (positions in the order of [`LoadedState::writable_check`]'s sums). A template
@@ -141,6 +141,32 @@ impl LoadedState {
             Scope::Only(which) => which.iter().filter_map(|&i| self.writable.get(i)).try_for_each(put_back)?,
         }
         Ok(())
+    }
+
+    /// One launch of `exec` from the loaded state with the 64-bit word at `at` (a
+    /// generator's offset) holding `value` first, finished: how a template that draws
+    /// random numbers draws what a replay of it at that offset would draw.
+    pub fn launch_drawing(
+        &self,
+        exec: &GraphExec,
+        stream: &Stream,
+        at: &BufferRef,
+        value: u64,
+    ) -> Result<(), ReplayError> {
+        let b = self.buffer(&at.buffer)?;
+        if at.offset.checked_add(8).is_none_or(|end| end > b.size) {
+            return Err(
+                CudaError::Unsupported(format!("no 64-bit word at {} of buffer `{}`", at.offset, b.name)).into()
+            );
+        }
+        self.reset(stream)?;
+        let bytes = value.to_le_bytes();
+        // SAFETY: a word inside a buffer of the manifest (checked above), in the arena
+        // mapped while this lives; `bytes` outlives the copy, which the sync below ends
+        // (from pageable memory the driver stages the 8 bytes before it returns).
+        unsafe { stream.upload_async(self.base + b.offset + at.offset, &bytes) }?;
+        exec.launch(stream)?;
+        Ok(stream.synchronize()?)
     }
 
     /// What `name` holds in the arena now.

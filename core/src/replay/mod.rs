@@ -11,6 +11,7 @@
 //! (reading, copying, and the driver's own cost per node), apart from the restore.
 
 mod checksum;
+mod draws;
 mod floors;
 mod loaded;
 mod ranks;
@@ -87,6 +88,9 @@ pub struct ReplayReport {
     /// Each template with a recorded speed, timed as it was, when asked for
     /// ([`Launches::timed`]).
     pub speeds: Vec<(String, Speed)>,
+    /// Each drawing template's outputs after the launches the producing program's next
+    /// replays would make (the core's `generators`), when asked for ([`Launches::draws`]).
+    pub draws: Vec<OutputCheck>,
     pub uploaded: Uploaded,
     /// The first template's launch alone, by CUDA events.
     pub first_launch_s: f64,
@@ -155,6 +159,9 @@ pub struct Launches {
     /// Time each template whose expectation records a speed, as many launches as the
     /// exporter timed (after the checks: not part of the restore).
     pub timed: bool,
+    /// Launch each template that draws random numbers as the producing program's next
+    /// replays would (after the checks: not part of the restore).
+    pub draws: bool,
     /// Where the other ranks of the set meet, for a core whose kernels reach into their
     /// arenas (its `peers`): launches are then collective, and not timed.
     pub ranks: Option<RankLink>,
@@ -162,7 +169,7 @@ pub struct Launches {
 
 impl Default for Launches {
     fn default() -> Self {
-        Self { each: 1, again_under_second_poison: false, timed: false, ranks: None }
+        Self { each: 1, again_under_second_poison: false, timed: false, draws: false, ranks: None }
     }
 }
 
@@ -239,6 +246,10 @@ fn restore_and_launch(
         true => stages.time(Stage::Speed, || time_recorded(&restored))?,
         false => Vec::new(),
     };
+    let draws = match launches.draws {
+        true => stages.time(Stage::Draws, || draws::launch_draws(m, &arena, plan.executables(), &ctx.stream()?))?,
+        false => Vec::new(),
+    };
     let mut repoisoned = Vec::new();
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
@@ -258,6 +269,7 @@ fn restore_and_launch(
         outputs,
         repoisoned,
         speeds,
+        draws,
         uploaded,
         first_launch_s,
         kernels_s,

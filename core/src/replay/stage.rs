@@ -36,6 +36,8 @@ pub enum Stage {
     PoisonIndependence,
     /// Each template's launches timed, as its exporter timed them.
     Speed,
+    /// The next launches of each template that draws random numbers.
+    Draws,
     /// A rank of a set waiting for the others before and after each launch.
     RankSync,
     /// After a restore, in a replay case: its outputs against the expectations and the
@@ -82,6 +84,7 @@ impl Stage {
             Stage::WeightsCheck => "weights-check",
             Stage::PoisonIndependence => "poison-independence",
             Stage::Speed => "speed",
+            Stage::Draws => "draws",
             Stage::RankSync => "rank-sync",
             Stage::Compare => "compare",
             Stage::MeasureFloors => "measure-floors",
