@@ -9,6 +9,8 @@ port_command() {
     moe-top8-bf16) echo python/ports/moe.py --experts 32 --top 8 --combine index-add --dtype bfloat16 ;;
     # Every GEMM a Triton split-K kernel adding partial sums with atomics: every template varies.
     splitk) echo python/ports/splitk.py ;;
+    # Dropout, rand_like and multinomial: templates that draw from the CUDA generator.
+    draws) echo python/ports/draws.py ;;
     qwen2) echo python/ports/decode.py --model qwen2 --batches 16,8,4,2,1 --arena 8GiB --context 64 ;;
     # Qwen2-1.5B whole: 28 layers, SDPA's own grouped-query attention, argmax on a side stream.
     qwen2-28-gqa) echo python/ports/decode.py --model qwen2 --layers 28 --gqa sdpa --argmax-side-stream \

@@ -50,6 +50,9 @@ pub enum KitError {
     RankSet { rank: u32, world: u32, peers: Vec<u32> },
     #[error("recorded image {sha256} is neither an ELF cubin nor PTX text (it begins {head})")]
     ImageKind { sha256: String, head: String },
+    /// A template draws random numbers in a way the core could not replay as PyTorch does.
+    #[error("{0}")]
+    Draws(String),
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]
     NoOutputs(String),
     #[error("template `{template}` output `{buffer}` gave {distinct} different results over {launches} launches from the same state, and a bitwise export was asked for; the first node found to vary: {nodes}")]

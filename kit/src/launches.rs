@@ -18,7 +18,7 @@ use std::{
 use gnomon_format::{
     digest::sha256_each,
     spread::{Allowance, Bounds, Element, Spread, Tokens, DEFAULT_MARGIN},
-    Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
+    BufferRef, Expectation, Manifest, NodeOp, OutputDigest, OutputRef, Speed, Variation,
 };
 
 use gnomon_core::{
@@ -253,6 +253,12 @@ impl Launcher {
         self.state.reset(&self.stream)?;
         exec.launch(&self.stream)?;
         Ok(self.stream.synchronize()?)
+    }
+
+    /// One launch of `exec` from the loaded state with the generator's offset word `at`
+    /// holding `value` first, finished.
+    pub fn launch_drawing(&self, exec: &GraphExec, at: &BufferRef, value: u64) -> Result<(), KitError> {
+        Ok(self.state.launch_drawing(exec, &self.stream, at, value)?)
     }
 
     /// What buffer `name` holds now.

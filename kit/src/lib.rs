@@ -7,7 +7,8 @@
 //!   exporter, images from the load-time recorder;
 //! - [`launches`]: expectations from repeated launches, and what varied between them;
 //! - [`collectives`]: the kernels no core can hold (NCCL's), refused by name;
-//! - [`outside`]: PyTorch's memory outside the arena, which no node may point into.
+//! - [`outside`]: PyTorch's memory outside the arena, which no node may point into;
+//! - [`random`]: templates that draw from PyTorch's CUDA generator, and how they advance.
 //!
 //! The Python package (`python/`) is a thin binding over this crate.
 
@@ -18,3 +19,4 @@ pub mod errors;
 pub mod launches;
 pub mod live;
 pub mod outside;
+pub mod random;

@@ -30,6 +30,7 @@ use crate::{
     errors::KitError,
     launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
     outside::{self, Suspect},
+    random::{self, Generated},
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
@@ -114,6 +115,8 @@ pub struct Request<'a> {
     pub bitwise: bool,
     /// The set this process is a rank of, if it joined one.
     pub ranks: Option<&'a RankSet>,
+    /// The default CUDA generator's seed, next offset and each graph's increment.
+    pub generated: Generated,
 }
 
 /// What an export did, for the caller's report.
@@ -246,6 +249,8 @@ pub fn export(
     let computing = Instant::now();
     let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
+    // Before the expectations: a template whose draws cannot be replayed is refused first.
+    let drawing = random::find(exporter.manifest(), &launcher, &request.generated)?;
     let expected = peaks.measure("expectations", || {
         expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)
     })?;
@@ -260,6 +265,10 @@ pub fn export(
             launches: v.launches,
             nodes: v.nodes.iter().map(|(n, k)| format!("{n} ({k})")).collect::<Vec<_>>().join(", "),
         });
+    }
+    if let Some(found) = drawing {
+        let drawn = random::with_draws(found, &launcher, &graphs, request.flags, &expected.expectations)?;
+        exporter.generators(vec![drawn]);
     }
     expected.expectations.into_iter().for_each(|e| exporter.expect(e));
     let expectations_s = computing.elapsed().as_secs_f64();

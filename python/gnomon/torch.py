@@ -108,7 +108,7 @@ def use_arena(size, base=DEFAULT_BASE, device=0, shareable=False, graph_trees=Fa
         _native.__file__, "gnomon_torch_malloc", "gnomon_torch_free").allocator()
     # Two pools: a capture cannot allocate to the pool its thread is routed to, and a
     # graph's freed intermediates must not be handed to eager tensors while it may run.
-    _arena.update(base=base, size=mapped, allocator=allocator, tensors=torch.cuda.MemPool(allocator),
+    _arena.update(base=base, size=mapped, device=device, allocator=allocator, tensors=torch.cuda.MemPool(allocator),
                   graphs=torch.cuda.MemPool(allocator), standing_for={}, private=[])
     _arena["routing"] = torch.cuda.use_mem_pool(_arena["tensors"])
     _arena["routing"].__enter__()
@@ -192,8 +192,11 @@ def _capture_into_arena(graph_class):
     and a capture given none has one to itself, as without the kit. A ``CUDAGraph`` made
     without ``keep_graph`` keeps its graph (it is instantiated at its first replay
     instead of at the capture's end), for export reads it: PyTorch's binding takes
-    ``keep_graph`` in ``__init__`` (its ``__new__`` passes it on to a base that ignores it)."""
-    capture_begin, init = graph_class.capture_begin, graph_class.__init__
+    ``keep_graph`` in ``__init__`` (its ``__new__`` passes it on to a base that ignores it).
+    Each replay notes how far it advanced the default CUDA generator's offset (PyTorch
+    advances it by the graph's whole-graph increment, 0 where the graph draws nothing):
+    what a core must advance its offset by per launch (``_generated``)."""
+    capture_begin, init, replay = graph_class.capture_begin, graph_class.__init__, graph_class.replay
 
     def capture_begin_in_arena(self, pool=None, *args, **kwargs):
         if _called_from_graph_trees() and "trees" not in _arena:
@@ -203,8 +206,29 @@ def _capture_into_arena(graph_class):
     def keeping_its_graph(self, keep_graph=True):
         init(self, keep_graph)
 
+    def replay_noting_draws(self):
+        generator = _default_generator()
+        before = generator.get_offset()
+        replay(self)
+        self._gnomon_increment = generator.get_offset() - before
+
     graph_class.capture_begin = capture_begin_in_arena
     graph_class.__init__ = keeping_its_graph
+    graph_class.replay = replay_noting_draws
+
+
+def _default_generator():
+    """The arena's device's default CUDA generator: the one every capture registers."""
+    return _torch().cuda.default_generators[_arena["device"]]
+
+
+def _generated(graphs):
+    """The default generator's seed, the offset its next replay would write, and how far
+    each of ``graphs`` ({name: CUDAGraph}) advanced it per replay (``None``: never
+    replayed under the kit), for the export to find the templates that draw."""
+    generator = _default_generator()
+    increments = [(name, getattr(g, "_gnomon_increment", None)) for name, g in graphs.items()]
+    return (generator.initial_seed(), generator.get_offset(), increments)
 
 
 def _arena_pool(pool):
@@ -299,11 +323,31 @@ def _pytorch_blocks(snapshot):
             address += block["size"]
 
 
-def _blocks(snapshot, base, size):
-    """(address, size, live) of each of PyTorch's blocks in the arena."""
-    return [(address, block["size"], block["state"] != "inactive")
-            for segment, address, block in _pytorch_blocks(snapshot)
-            if base <= segment["address"] < base + size]
+def _blocks(snapshot, base, size, held=()):
+    """(address, size, live) of each of PyTorch's blocks in the arena; a free block that
+    holds ranges of ``held`` ((address, size) of storages the caller knows are alive) is
+    divided around them, each range live."""
+    blocks = [(address, block["size"], block["state"] != "inactive")
+              for segment, address, block in _pytorch_blocks(snapshot)
+              if base <= segment["address"] < base + size]
+    return [piece for block in blocks for piece in _divided(block, held)]
+
+
+def _divided(block, held):
+    """``block`` (address, size, live), divided into free and live pieces where it is free
+    and ``held`` ranges lie in it."""
+    address, size, live = block
+    inside = sorted({(a, n) for a, n in held if address <= a and a + n <= address + size and n > 0})
+    if live or not inside:
+        return [block]
+    pieces, at = [], address
+    for a, n in inside:
+        if a < at:
+            continue  # a view of a range already held
+        pieces += [(at, a - at, False)] if a > at else []
+        pieces.append((a, n, True))
+        at = a + n
+    return pieces + ([(at, address + size - at, False)] if at < address + size else [])
 
 
 def _outside(snapshot, base, size):
@@ -404,7 +448,7 @@ def _logits(name, t, role):
 
 def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0, shard_cap="1GiB",
            capture=None, launches=DEFAULT_LAUNCHES, bitwise=None, quiet_launches=QUIET_LAUNCHES,
-           max_launches=MAX_LAUNCHES, progress=True):
+           max_launches=MAX_LAUNCHES, progress=True, held=()):
     """Exports ``graphs`` ({template name: CUDAGraph captured with keep_graph=True}) as a
     core at ``out``.
 
@@ -423,7 +467,10 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     core keeps them and ``gnomon qualify`` reports them beside the restore. A stage that
     takes more than two seconds (the snapshot, the launches) says how far it is on stderr:
     a bar on a terminal, a line every five seconds otherwise, nothing with
-    ``progress=False``. Returns what the export did (nodes, kernel nodes by recorder route
+    ``progress=False``. ``held``: tensors alive in memory PyTorch's allocator counts as
+    free (a CUDA graph tree's copies of its inputs and its outputs, which it keeps by
+    checkpointing the allocator; ``export_graph_trees`` names them): each storage is a
+    buffer of its own. Returns what the export did (nodes, kernel nodes by recorder route
     and library, modules, bytes, seconds)."""
     torch = _torch()
 
@@ -436,11 +483,12 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     figures = [(name, float(s)) for name, s in (capture or {}).items()]
     bitwise = _bitwise if bitwise is None else bitwise
     snapshot = torch.cuda.memory_snapshot() if _arena else []
-    blocks = _blocks(snapshot, _arena["base"], _arena["size"]) if _arena else []
+    storages = [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in held]
+    blocks = _blocks(snapshot, _arena["base"], _arena["size"], storages) if _arena else []
     outside = _outside(snapshot, _arena["base"], _arena["size"]) if _arena else []
     summary = json.loads(_native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap),
                                         __version__, figures, (launches, quiet_launches, max_launches), bitwise,
-                                        progress))
+                                        progress, _generated(graphs) if _arena else (0, 0, [])))
     others = summary.get("other-gpu-processes") or []
     if others:
         said = ", ".join(f"pid {p['pid']} ({p['name']}) on GPU {p['gpu']}" for p in others)
@@ -487,8 +535,9 @@ def export_graph_trees(out, weights=None, **options):
         logits = len(produced) == 1 and vocabulary is not None and produced[0].shape[-1] == vocabulary
         roles["output"][template["name"]] = {("logits" if logits else f"out{o['index']}"): t
                                              for o, t in zip(template["outputs"], produced)}
+    held = list(roles["input"].values()) + [t for o in roles["output"].values() for t in o.values()]
     return export(graphs, out, weights=roles["weight"], inputs=roles["input"], outputs=roles["output"],
-                  kv_cache=roles["state"], **options)
+                  kv_cache=roles["state"], held=held, **options)
 
 
 def _tree_output(node, template, index):

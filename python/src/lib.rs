@@ -23,6 +23,7 @@ use gnomon_kit::{
     launches::Launching,
     live::{self, RankSet, Request},
     outside::LiveBlock,
+    random::Generated,
 };
 use pyo3::{exceptions::PyRuntimeError, prelude::*};
 
@@ -174,9 +175,10 @@ type Outside = Vec<(u64, u64, String)>;
 
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
 /// `blocks` divides the arena's segments as PyTorch's caching allocator does; no node may
-/// point into `outside`.
+/// point into `outside`. `generated` is the default CUDA generator's seed, its next
+/// offset, and by how much each graph's replay advanced it (`None`: never replayed).
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise, progress))]
+#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise, progress, generated))]
 #[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
@@ -191,6 +193,7 @@ fn export(
     launches: (u32, u32, u32),
     bitwise: bool,
     progress: bool,
+    generated: (u64, u64, Vec<(String, Option<u64>)>),
 ) -> PyResult<String> {
     gnomon_core::progress::set_quiet(!progress);
     let recorder = lock(&RECORDER);
@@ -222,6 +225,11 @@ fn export(
                 launching: Launching { least: launches.0, quiet: launches.1, most: launches.2 },
                 bitwise,
                 ranks: set.as_ref(),
+                generated: Generated {
+                    seed: generated.0,
+                    next_offset: generated.1,
+                    increments: generated.2.into_iter().collect(),
+                },
             };
             let exported = live::export(&ctx, mapping, &allocations, recorder, request).map_err(error)?;
             Ok(serde_json::to_string(&exported).expect("a summary always serializes"))

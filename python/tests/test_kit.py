@@ -70,6 +70,29 @@ def test_pytorchs_blocks_divide_the_arenas_segments():
         a.divided([(BASE + (6 << 20), 512, True)])
 
 
+def test_storages_a_graph_tree_holds_in_free_blocks_are_live_pieces_of_their_own():
+    """Inductor's graph trees free their input copies and outputs in the allocator's books;
+    what the caller holds is carved out of the free block as live pieces (a view twice,
+    once), the rest stays free; a live block, or a range in no block, changes nothing."""
+    import gnomon.torch as gt
+
+    a = _native.Allocations(BASE, 8 << 20)
+    graphs = a.allocate(2 << 20, capturing=True)
+    snapshot = [{"address": graphs, "segment_pool_id": (0, 2),
+                 "blocks": [{"size": 1 << 20, "state": "inactive"}, {"size": 1 << 20, "state": "active_allocated"}]}]
+    ids, logits = (graphs + 512, 8), (graphs + 4096, 1024)
+    held = [logits, ids, ids, (graphs + (1 << 20), 512), (BASE + (6 << 20), 8)]
+    blocks = gt._blocks(snapshot, BASE, 8 << 20, held)
+    assert blocks == [(graphs, 512, False), (graphs + 512, 8, True), (graphs + 520, 4096 - 520, False),
+                      (graphs + 4096, 1024, True), (graphs + 5120, (1 << 20) - 5120, False),
+                      (graphs + (1 << 20), 1 << 20, True)]
+    divided = a.divided(blocks)
+    named = divided.declare([("ids", graphs + 512, "input", [], "torch.int64", (0, 0)),
+                             ("logits", graphs + 4096, "output", [], "torch.float32", (0, 0))])
+    assert [(b[0], b[4]) for b in named if b[0].startswith(("input", "output"))] == [
+        ("input/ids", "stored"), ("output/logits", "stored")]
+
+
 def test_live_blocks_outside_the_arena_are_listed_with_their_pool():
     """What export hands the node check: a graph captured into another pool, or reading a
     tensor made under outside_arena(), points into one of these and is refused by name.
@@ -140,7 +163,7 @@ def test_the_bundled_binary_validates_a_core():
 def test_recording_or_exporting_without_a_gpu_is_refused_in_words():
     import gnomon.torch as gt
     with pytest.raises(RuntimeError, match="recorder was not started"):
-        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], (8, 16, 64), False, True)
+        _native.export("/nonexistent", [], [], [], [], 0, 1 << 30, "0", [], (8, 16, 64), False, True, (0, 0, []))
     assert gt.DEFAULT_BASE == BASE
 
 
@@ -255,7 +278,9 @@ def test_the_arena_says_its_bytes_by_standing():
 
 class FakeTorch:
     """PyTorch's CUDA memory and graph classes as the kit uses them, recording the pools
-    made and the ones routed to; ``compile`` says how it was called."""
+    made and the ones routed to; ``compile`` says how it was called. A graph's replay
+    advances the default generator's offset by its ``draws``, as PyTorch's does by the
+    graph's whole-graph increment."""
 
     def __init__(self):
         import types
@@ -294,9 +319,25 @@ class FakeTorch:
             def __init__(self, keep_graph=False):
                 self.keep_graph, self.pools = keep_graph, []
 
+        class Generator:
+            offset = 20
+
+            def initial_seed(self):
+                return 5074827910873101
+
+            def get_offset(self):
+                return self.offset
+
+        generator = self.generator = Generator()
+
         class Graph(Binding):
+            draws = 0
+
             def __new__(cls, keep_graph=False):
                 return super().__new__(cls, keep_graph)
+
+            def replay(self):
+                generator.offset += self.draws
 
             def capture_begin(self, pool=None, capture_error_mode="global"):
                 self.pools.append(pool)
@@ -305,6 +346,7 @@ class FakeTorch:
         self.cuda = types.SimpleNamespace(is_initialized=lambda: False, MemPool=Pool, use_mem_pool=Routing,
                                           graph_pool_handle=lambda: "pytorch's own",
                                           graphs=types.SimpleNamespace(CUDAGraph=Graph),
+                                          default_generators=[generator],
                                           memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable))
 
     def compile(self, model=None, **kwargs):
@@ -369,6 +411,22 @@ def test_the_arena_routes_tensors_to_one_pool_and_captures_to_another(monkeypatc
     for leave in at_exit:
         leave()
     assert entered == []
+
+
+def test_replays_tell_the_export_how_far_each_graph_advances_the_generator(monkeypatch):
+    """Under the arena each replay notes how far it moved the default generator's offset:
+    the export gets the seed, the offset the next replay would write, and each graph's
+    increment (0 for one that draws nothing, None for one never replayed)."""
+    import gnomon.torch as gt
+
+    torch = FakeTorch()
+    arena_over(monkeypatch, torch)
+    drawing, quiet, unreplayed = torch.Graph(), torch.Graph(), torch.Graph()
+    drawing.draws = 8
+    for g in (drawing, quiet, drawing):
+        g.replay()
+    graphs = {"noise": drawing, "argmax": quiet, "never": unreplayed}
+    assert gt._generated(graphs) == (5074827910873101, 36, [("noise", 8), ("argmax", 0), ("never", None)])
 
 
 def test_cuda_graph_trees_are_refused_before_anything_is_captured(monkeypatch):
