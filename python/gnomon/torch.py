@@ -172,6 +172,41 @@ def _graph_trees_in_arena(torch):
             torch.cuda.graph_pool_handle = handle
 
     cudagraph_trees.CUDAGraphTreeManager.__init__ = init_in_arena
+    _arena["skips"] = []
+    _note_skips(sys.modules, _arena["skips"])
+
+
+#: The function Inductor calls with each reason it compiles a graph without CUDA graphs.
+_SKIP_FUNCTION = "log_cudagraph_skip_and_bump_counter"
+
+
+def _note_skips(modules, skips):
+    """Has every Inductor module that says why it skips CUDA graphs (``TORCH_LOGS=cudagraphs``
+    prints them) also note the reason in ``skips``: each module that imported the function
+    calls it by its own global, so each is patched, and the module that defines it for
+    those imported later."""
+    from torch._inductor import cudagraph_utils  # noqa: F401  (defines the function)
+
+    def noted(original):
+        def note(msg, *args, **kwargs):
+            skips.append(str(msg))
+            return original(msg, *args, **kwargs)
+        note.noted = True
+        return note
+
+    for name, module in list(modules.items()):
+        original = getattr(module, _SKIP_FUNCTION, None) if name.startswith("torch._inductor") else None
+        if original is not None and not getattr(original, "noted", False):
+            setattr(module, _SKIP_FUNCTION, noted(original))
+
+
+def _skips_said():
+    """Inductor's reasons for compiling without CUDA graphs in this process, in words."""
+    skips = _arena.get("skips") or []
+    if not skips:
+        return "Inductor logged no reason for skipping CUDA graphs"
+    counted = {reason: skips.count(reason) for reason in skips}
+    return "Inductor skipped CUDA graphs " + "; ".join(f"{n} x {reason}" for reason, n in counted.items())
 
 
 def _called_from_graph_trees():
@@ -512,7 +547,7 @@ def export_graph_trees(out, weights=None, **options):
     manager = cudagraph_trees.get_container(torch.cuda.current_device()).tree_manager
     if manager is None:
         raise graph_trees.Refused("no CUDA graph tree was made: nothing was compiled with mode='reduce-overhead' "
-                                  "(or ran often enough to be recorded) in this process")
+                                  f"(or ran often enough to be recorded) in this process; {_skips_said()}")
     nodes = {}
     pending = [n for roots in manager.roots.values() for n in roots]
     while pending:
@@ -562,6 +597,13 @@ def report(summary, path=None):
             f.write(text + "\n")
 
 
+def _refusals():
+    """The kit's own refusals: said by themselves."""
+    from . import graph_trees
+
+    return (graph_trees.Refused,)
+
+
 def _main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m gnomon.torch SCRIPT [ARGS...]\n"
@@ -583,7 +625,15 @@ def _run_script(argv):
     beside it imports; ``__file__`` and ``__name__`` as runpy sets them."""
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-    runpy.run_path(argv[0], run_name="__main__")
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except Exception as e:
+        # The program's own failure, before any export: where it compiled with CUDA graph
+        # trees, say why Inductor skipped graphs, so the user knows where to look.
+        if "skips" in _arena and not isinstance(e, _refusals()):
+            print(f"gnomon.torch: {argv[0]} failed in PyTorch before it exported anything ({type(e).__name__}: "
+                  f"{e}); {_skips_said()}", file=sys.stderr, flush=True)
+        raise
 
 
 if __name__ == "__main__":

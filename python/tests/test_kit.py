@@ -241,6 +241,30 @@ def test_a_script_runs_as_python_runs_it(tmp_path):
     assert plain.stdout.split()[-2:] == ["beside", "__main__"]
 
 
+def test_a_program_that_fails_after_skipping_cuda_graphs_is_said_to_have_failed_in_pytorch(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """Where graph trees were let in, a script that fails is said to have failed in PyTorch,
+    with Inductor's skip reasons, and its exception goes on; the kit's own refusals are
+    said by themselves."""
+    import gnomon.torch as gt
+    from gnomon import graph_trees
+
+    script = tmp_path / "recipe.py"
+    script.write_text("raise RuntimeError('accessing tensor output of CUDAGraphs that has been overwritten')\n")
+    monkeypatch.setattr(gt, "_arena", {"skips": ["skipping cudagraphs due to mutated inputs"]})
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(RuntimeError, match="overwritten"):
+        gt._run_script([str(script)])
+    said = capsys.readouterr().err
+    assert "recipe.py failed in PyTorch before it exported anything (RuntimeError: accessing tensor" in said
+    assert said.rstrip().endswith("Inductor skipped CUDA graphs 1 x skipping cudagraphs due to mutated inputs")
+    script.write_text("from gnomon import graph_trees\nraise graph_trees.Refused('a tree the kit cannot map')\n")
+    with pytest.raises(graph_trees.Refused):
+        gt._run_script([str(script)])
+    assert capsys.readouterr().err == ""
+
+
 def test_a_cupti_wheel_on_the_interpreters_path_is_found(tmp_path):
     from gnomon.torch import _cupti_on_path
     empty, venv = tmp_path / "empty", tmp_path / "venv" / "site-packages"
@@ -500,3 +524,37 @@ def test_without_pytorch_the_kit_says_what_it_needs(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
     with pytest.raises(ModuleNotFoundError, match=r"tested with torch 2\.11.*gnomon\[torch\]"):
         gt.use_arena("1GiB")
+
+
+def test_inductors_reasons_for_skipping_cuda_graphs_are_noted_and_said(monkeypatch):
+    """Every Inductor module holding the skip function notes each reason and still logs it
+    (patched once, however often use_arena runs); a program that then fails is said to
+    have failed in PyTorch, with the reasons counted."""
+    import types
+
+    import gnomon.torch as gt
+
+    logged = []
+
+    def log(msg):
+        logged.append(msg)
+
+    defining = types.SimpleNamespace(log_cudagraph_skip_and_bump_counter=log)
+    importing = types.SimpleNamespace(log_cudagraph_skip_and_bump_counter=log)
+    modules = {"torch._inductor.cudagraph_utils": defining, "torch._inductor.compile_fx": importing,
+               "someone.else": types.SimpleNamespace(log_cudagraph_skip_and_bump_counter=log)}
+    monkeypatch.setitem(sys.modules, "torch._inductor", types.SimpleNamespace(cudagraph_utils=defining))
+    monkeypatch.setitem(sys.modules, "torch._inductor.cudagraph_utils", defining)
+    skips = []
+    for _ in range(2):
+        gt._note_skips(modules, skips)
+    importing.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances)")
+    importing.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (1 instances)")
+    defining.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to cpu device (arg0_1)")
+    modules["someone.else"].log_cudagraph_skip_and_bump_counter("not Inductor's")
+    assert logged[:3] == skips and len(skips) == 3
+    monkeypatch.setattr(gt, "_arena", {"skips": skips})
+    assert gt._skips_said() == ("Inductor skipped CUDA graphs 2 x skipping cudagraphs due to mutated inputs "
+                                "(1 instances); 1 x skipping cudagraphs due to cpu device (arg0_1)")
+    monkeypatch.setattr(gt, "_arena", {"skips": []})
+    assert gt._skips_said() == "Inductor logged no reason for skipping CUDA graphs"
