@@ -255,10 +255,21 @@ impl Launcher {
         Ok(self.stream.synchronize()?)
     }
 
-    /// One launch of `exec` from the loaded state with the generator's offset word `at`
-    /// holding `value` first, finished.
-    pub fn launch_drawing(&self, exec: &GraphExec, at: &BufferRef, value: u64) -> Result<(), KitError> {
-        Ok(self.state.launch_drawing(exec, &self.stream, at, value)?)
+    /// The digests of `outputs` after one launch of `exec` from the loaded state with the
+    /// generator's offset word `at` holding `value` first ([`LoadedState::draw`]).
+    pub fn draw(
+        &self,
+        exec: &GraphExec,
+        at: &BufferRef,
+        value: u64,
+        outputs: &[&str],
+    ) -> Result<Vec<String>, KitError> {
+        Ok(self.state.draw(exec, &self.stream, at, value, outputs)?)
+    }
+
+    /// The 64-bit word at `at` now.
+    pub fn read_word(&self, at: &BufferRef) -> Result<u64, KitError> {
+        Ok(self.state.read_word(at)?)
     }
 
     /// What buffer `name` holds now.

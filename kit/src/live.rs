@@ -30,7 +30,7 @@ use crate::{
     errors::KitError,
     launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
     outside::{self, Suspect},
-    random::{self, Generated},
+    random::{self, HostGenerator},
 };
 
 /// Reserves and maps `size` bytes (rounded up to the granularity) at exactly `base`, or
@@ -116,7 +116,7 @@ pub struct Request<'a> {
     /// The set this process is a rank of, if it joined one.
     pub ranks: Option<&'a RankSet>,
     /// The default CUDA generator's seed, next offset and each graph's increment.
-    pub generated: Generated,
+    pub generator: HostGenerator,
 }
 
 /// What an export did, for the caller's report.
@@ -250,7 +250,13 @@ pub fn export(
     let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
     // Before the expectations: a template whose draws cannot be replayed is refused first.
-    let drawing = random::find(exporter.manifest(), &launcher, &request.generated)?;
+    let drawing = random::find(exporter.manifest(), &launcher, &request.generator)?;
+    if drawing.is_some() && ranks.is_some() {
+        return Err(KitError::Draws(
+            "a rank of a set draws random numbers: its launches wait for its peers', and the kit records draws alone"
+                .into(),
+        ));
+    }
     let expected = peaks.measure("expectations", || {
         expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)
     })?;

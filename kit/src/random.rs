@@ -4,14 +4,14 @@
 //! it writes the host's offset there and advances it by the graph's whole-graph increment
 //! (`baselines/h100-sm90-580.159.04-nothing-lost/philox.json`: 8 per replay of a
 //! dropout graph). The kit finds those states in the kernels' parameters, confirms the
-//! seed word holds the generator's seed, takes each graph's increment from the
-//! generator's offset around a replay (the Python side watches replays), and records the
-//! outputs of the launches the program's next replays would make.
+//! seed word holds the default generator's seed, takes each graph's increment from the
+//! generator's offset around its replays (the Python side watches replays), and records
+//! the outputs of the launches the program's next replays would make.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use gnomon_format::{
-    buffer_at, digest::sha256_each, BufferRef, Drawn, DrawnLaunch, Draws, Expectation, Generator, Manifest, NodeOp,
+    buffer_at, BufferRef, Drawn, DrawnLaunch, Draws, Expectation, Function, Generator, Manifest, NodeOp,
 };
 
 use crate::{errors::KitError, launches::Launcher};
@@ -27,30 +27,40 @@ const NEXT_LAUNCHES: u64 = 2;
 
 /// What the capturing process knows of its default CUDA generator: its seed, the offset
 /// its next replay would write, and by how much each graph's replay advanced the offset
-/// (`None` for a graph never replayed).
+/// (`None` for a graph it never saw replayed).
 #[derive(Clone, Debug, Default)]
-pub struct Generated {
+pub struct HostGenerator {
     pub seed: u64,
     pub next_offset: u64,
     pub increments: BTreeMap<String, Option<u64>>,
 }
 
-/// The generator's seed and offset words as the kernels point at them.
+/// The generator's seed and offset words as a kernel points at them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Words {
     seed: u64,
     offset: u64,
 }
 
-/// The states a template's kernel nodes carry, with the first node's id.
-fn states_in(m: &Manifest, template: &str, arena: std::ops::Range<u64>) -> BTreeMap<Words, String> {
+/// The captured states a template's kernel nodes take, each with the first node's id: a
+/// parameter of 32 bytes whose first two words the recorder found to be addresses.
+fn states_in(m: &Manifest, template: &str, arena: &std::ops::Range<u64>) -> BTreeMap<Words, String> {
+    let functions: HashMap<(&str, &str), &Function> = m
+        .modules
+        .iter()
+        .flat_map(|md| md.functions.iter().map(move |f| ((md.id.as_str(), f.name.as_str()), f)))
+        .collect();
     let mut found = BTreeMap::new();
-    let nodes = m.templates.iter().filter(|t| t.name == template).flat_map(|t| &t.nodes);
-    for node in nodes {
+    for node in m.templates.iter().filter(|t| t.name == template).flat_map(|t| &t.nodes) {
         let NodeOp::Kernel(k) = &node.op else { continue };
-        for at in (0..k.params.len().saturating_sub(STATE_BYTES - 1)).step_by(8) {
-            if let Some(words) = state_at(&k.params[at..at + STATE_BYTES], &arena) {
-                found.entry(words).or_insert_with(|| node.id.clone());
+        let Some(f) = functions.get(&(k.module.as_str(), k.function.as_str())) else { continue };
+        for (index, slot) in f.params.iter().enumerate().filter(|(_, s)| s.size == STATE_BYTES as u64) {
+            let pointer = |at| k.pointers.iter().any(|p| p.param as usize == index && p.at == at);
+            let bytes = usize::try_from(slot.offset).ok().and_then(|at| k.params.get(at..at.checked_add(STATE_BYTES)?));
+            if let (true, true, Some(bytes)) = (pointer(0), pointer(8), bytes) {
+                if let Some(words) = state_at(bytes, arena) {
+                    found.entry(words).or_insert_with(|| node.id.clone());
+                }
             }
         }
     }
@@ -66,101 +76,103 @@ fn state_at(bytes: &[u8], arena: &std::ops::Range<u64>) -> Option<Words> {
     (shaped && arena.contains(&seed) && arena.contains(&offset) && seed != offset).then_some(Words { seed, offset })
 }
 
-/// The arena word at `address` as a reference into the manifest's buffers.
-fn reference(m: &Manifest, address: u64) -> Option<BufferRef> {
-    let mut sorted: Vec<_> = m.buffers.iter().collect();
-    sorted.sort_by_key(|b| b.offset);
+/// The arena word at `address` as a reference into `sorted`, the buffers by offset.
+fn reference(m: &Manifest, sorted: &[&gnomon_format::Buffer], address: u64) -> Option<BufferRef> {
     let offset = address.checked_sub(m.arena.base)?;
-    let b = buffer_at(&sorted, offset)?;
+    let b = buffer_at(sorted, offset)?;
     Some(BufferRef { buffer: b.name.clone(), offset: offset - b.offset })
 }
 
-/// The 64-bit word `at` holds now.
-fn read_word(launcher: &Launcher, at: &BufferRef) -> Result<Option<u64>, KitError> {
-    let bytes = launcher.read(&at.buffer)?;
-    let start = usize::try_from(at.offset).ok();
-    Ok(start.and_then(|s| bytes.get(s..s.checked_add(8)?)).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))))
-}
-
 /// A generator found in the templates' kernels, and each drawing template's increment.
-pub struct Found {
+pub struct FoundGenerator {
     generator: Generator,
     drawing: Vec<(String, u64)>,
 }
 
 /// The generator the templates of `m` draw from, without its draws: where its seed and
-/// offset lie. `None` where no kernel carries a state whose seed word holds `generated`'s
-/// seed; refused where a template draws but was never replayed, or advanced the
-/// generator without a kernel of it reading it.
-pub fn find(m: &Manifest, launcher: &Launcher, generated: &Generated) -> Result<Option<Found>, KitError> {
+/// offset lie. `None` where no kernel takes a captured state. Refused where a state's
+/// seed word is not the default generator's seed (another generator, or one seeded
+/// again since the graph's last replay), where two words differ between kernels, where a
+/// template draws but was never seen replayed, and where one advanced the generator
+/// without a kernel reading it.
+pub fn find(m: &Manifest, launcher: &Launcher, host: &HostGenerator) -> Result<Option<FoundGenerator>, KitError> {
     let arena = m.arena.base..m.arena.base.saturating_add(m.arena.size);
+    let mut sorted: Vec<_> = m.buffers.iter().collect();
+    sorted.sort_by_key(|b| b.offset);
     let mut generator: Option<Generator> = None;
     let mut drawing = Vec::new();
     for t in &m.templates {
+        let refused = |why: String| Err(KitError::Draws(format!("template `{}` {why}", t.name)));
         let mut reads = None;
-        for (words, node) in states_in(m, &t.name, arena.clone()) {
-            let (Some(seed), Some(offset)) = (reference(m, words.seed), reference(m, words.offset)) else { continue };
-            if read_word(launcher, &seed)? != Some(generated.seed) {
-                continue;
+        for (words, node) in states_in(m, &t.name, &arena) {
+            let (Some(seed), Some(offset)) = (reference(m, &sorted, words.seed), reference(m, &sorted, words.offset))
+            else {
+                return refused(format!("node {node} takes a random-number state whose words lie in no buffer"));
+            };
+            let seed_word = launcher.read_word(&seed)?;
+            if seed_word != host.seed {
+                return refused(format!(
+                    "node {node} draws from a generator whose seed word holds {seed_word}, not the default CUDA                      generator's seed {}: the kit follows the default generator only (a torch.Generator of the                      program's own, or a manual_seed since the graph's last replay, gives this); draw from the                      default generator, and replay the graph once after seeding it",
+                    host.seed
+                ));
             }
             if let Some(g) = generator.as_ref().filter(|g| g.seed != seed || g.offset != offset) {
-                return Err(KitError::Draws(format!(
-                    "template `{}` node {node} reads a generator's seed at `{}`+{}, and another template's at `{}`+{}: the kit follows one generator",
-                    t.name, seed.buffer, seed.offset, g.seed.buffer, g.seed.offset
-                )));
+                return refused(format!(
+                    "node {node} reads the generator's offset at `{}`+{}, another kernel at `{}`+{}: the kit follows one                      pair of words",
+                    offset.buffer, offset.offset, g.offset.buffer, g.offset.offset
+                ));
             }
-            generator.get_or_insert(Generator { seed, offset, next_offset: generated.next_offset, draws: Vec::new() });
+            generator.get_or_insert(Generator { seed, offset, next_offset: host.next_offset, draws: Vec::new() });
             reads.get_or_insert(node);
         }
-        let increment = generated.increments.get(&t.name).copied().flatten().filter(|&i| i > 0);
-        match (reads, increment) {
-            (Some(_), Some(increment)) => drawing.push((t.name.clone(), increment)),
+        match (reads, host.increments.get(&t.name).copied().flatten()) {
+            (Some(_), Some(increment)) if increment > 0 => drawing.push((t.name.clone(), increment)),
+            (Some(node), Some(_)) => {
+                return refused(format!(
+                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its replays                      did not advance the default generator: the kit cannot say how far each launch moves it"
+                ))
+            }
             (Some(node), None) => {
-                return Err(KitError::Draws(format!(
-                    "template `{}` draws random numbers (node {node} reads the CUDA generator's seed and offset), but its \
-                     graph was never replayed before the export: replay it once, so the kit sees how far each replay \
-                     advances the generator",
-                    t.name
-                )))
+                return refused(format!(
+                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its graph                      was never replayed before the export: replay it once, so the kit sees how far each replay                      advances the generator"
+                ))
             }
-            (None, Some(increment)) => {
-                return Err(KitError::Draws(format!(
-                    "template `{}` advanced the CUDA generator by {increment} per replay, but no kernel of it reads the \
-                     generator's seed and offset as PyTorch 2.11 hands them (a `PhiloxCudaState` of {STATE_BYTES} bytes \
-                     pointing into the arena): the core could not say how its draws advance",
-                    t.name
-                )))
+            (None, Some(increment)) if increment > 0 => {
+                return refused(format!(
+                    "advanced the CUDA generator by {increment} per replay, but no kernel of it takes the generator's                      seed and offset as PyTorch 2.11 hands them (a `PhiloxCudaState` of {STATE_BYTES} bytes pointing                      into the arena): the core could not say how its draws advance"
+                ))
             }
-            (None, None) => {}
+            (None, _) => {}
         }
     }
-    Ok(generator.map(|generator| Found { generator, drawing }))
+    Ok(generator.map(|generator| FoundGenerator { generator, drawing }))
 }
 
 /// The generator `found` with each drawing template's next launches recorded: the
 /// template launched from the loaded state with the offset its next replays would write,
 /// the outputs its expectation compares digested.
 pub fn with_draws(
-    found: Found,
+    found: FoundGenerator,
     launcher: &Launcher,
     graphs: &[(String, RetainedGraph)],
     flags: u64,
     expectations: &[Expectation],
 ) -> Result<Generator, KitError> {
-    let Found { mut generator, drawing } = found;
+    let FoundGenerator { mut generator, drawing } = found;
     for (template, increment) in &drawing {
-        let Some(e) = expectations.iter().find(|e| &e.template == template) else { continue };
-        let Some((_, graph)) = graphs.iter().find(|(name, _)| name == template) else { continue };
+        let missing =
+            || KitError::Draws(format!("template `{template}` draws random numbers but has no expected outputs"));
+        let e = expectations.iter().find(|e| &e.template == template).ok_or_else(missing)?;
+        let graph = graphs.iter().find(|(name, _)| name == template).map(|(_, g)| g).ok_or_else(missing)?;
         let exec = graph.instantiate(flags)?;
+        let names: Vec<&str> = e.outputs.iter().map(|o| o.buffer.as_str()).collect();
         let mut draws = Draws { template: template.clone(), increment: *increment, next_launches: Vec::new() };
         for launch in 0..NEXT_LAUNCHES {
             let offset = generator
                 .offset_of(&draws, launch)
                 .ok_or_else(|| KitError::Draws(format!("template `{template}`'s next offsets overflow")))?;
-            launcher.launch_drawing(&exec, &generator.offset, offset)?;
-            let read = e.outputs.iter().map(|o| launcher.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
-            let digests = sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>());
-            let outputs = e.outputs.iter().zip(digests).map(|(o, sha256)| Drawn { buffer: o.buffer.clone(), sha256 });
+            let digests = launcher.draw(&exec, &generator.offset, offset, &names)?;
+            let outputs = names.iter().zip(digests).map(|(b, sha256)| Drawn { buffer: b.to_string(), sha256 });
             draws.next_launches.push(DrawnLaunch { offset, outputs: outputs.collect() });
         }
         generator.draws.push(draws);

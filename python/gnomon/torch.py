@@ -242,10 +242,12 @@ def _capture_into_arena(graph_class):
         init(self, keep_graph)
 
     def replay_noting_draws(self):
-        generator = _default_generator()
-        before = generator.get_offset()
+        before = _generator_offset()
         replay(self)
-        self._gnomon_increment = generator.get_offset() - before
+        after = _generator_offset()
+        # Unmeasured (None) where either read failed or another thread drew meanwhile.
+        measured = before is not None and after is not None and after >= before
+        self._gnomon_increment = after - before if measured else None
 
     graph_class.capture_begin = capture_begin_in_arena
     graph_class.__init__ = keeping_its_graph
@@ -255,6 +257,15 @@ def _capture_into_arena(graph_class):
 def _default_generator():
     """The arena's device's default CUDA generator: the one every capture registers."""
     return _torch().cuda.default_generators[_arena["device"]]
+
+
+def _generator_offset():
+    """The default generator's offset, or None where PyTorch will not say (it refuses
+    while a capture is under way)."""
+    try:
+        return _default_generator().get_offset()
+    except RuntimeError:
+        return None
 
 
 def _generated(graphs):
@@ -370,18 +381,24 @@ def _blocks(snapshot, base, size, held=()):
 
 def _divided(block, held):
     """``block`` (address, size, live), divided into free and live pieces where it is free
-    and ``held`` ranges lie in it."""
+    and ``held`` ranges lie in it: ranges that overlap (views of one storage, or storages
+    rebuilt from their data pointers) are held as one; a range that runs past the block
+    is not the block's to divide."""
     address, size, live = block
-    inside = sorted({(a, n) for a, n in held if address <= a and a + n <= address + size and n > 0})
+    inside = sorted((a, a + n) for a, n in held if address <= a and a + n <= address + size and n > 0)
     if live or not inside:
         return [block]
+    merged = [list(inside[0])]
+    for start, end in inside[1:]:
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
     pieces, at = [], address
-    for a, n in inside:
-        if a < at:
-            continue  # a view of a range already held
-        pieces += [(at, a - at, False)] if a > at else []
-        pieces.append((a, n, True))
-        at = a + n
+    for start, end in merged:
+        pieces += [(at, start - at, False)] if start > at else []
+        pieces.append((start, end - start, True))
+        at = end
     return pieces + ([(at, address + size - at, False)] if at < address + size else [])
 
 
@@ -512,6 +529,7 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     from . import __version__
 
     torch.cuda.synchronize()
+    _arena["exported"] = True  # what fails from here on is the kit's, or after its export
     named = (_named(weights, "weight") + _named(inputs, "input")
              + _named(outputs, "output") + _named(kv_cache, "kv-cache"))
     handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
@@ -630,7 +648,7 @@ def _run_script(argv):
     except Exception as e:
         # The program's own failure, before any export: where it compiled with CUDA graph
         # trees, say why Inductor skipped graphs, so the user knows where to look.
-        if "skips" in _arena and not isinstance(e, _refusals()):
+        if "skips" in _arena and "exported" not in _arena and not isinstance(e, _refusals()):
             print(f"gnomon.torch: {argv[0]} failed in PyTorch before it exported anything ({type(e).__name__}: "
                   f"{e}); {_skips_said()}", file=sys.stderr, flush=True)
         raise

@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 
 import torch
 
@@ -89,6 +90,9 @@ def main():
     summary = gt.export(graphs, a.out, inputs={"x": x, "probs": probs}, outputs=outputs)
     summary["pytorch-replays"] = replayed_as_recorded(a.out, graphs)
     gt.report(summary, a.summary)
+    unlike = [r for r in summary["pytorch-replays"] if not r["same"]]
+    if unlike or not summary["pytorch-replays"]:
+        sys.exit(f"draws.py: PyTorch's replays drew other bytes than the core records: {unlike or 'no draws recorded'}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ use gnomon_kit::{
     launches::Launching,
     live::{self, RankSet, Request},
     outside::LiveBlock,
-    random::Generated,
+    random::HostGenerator,
 };
 use pyo3::{exceptions::PyRuntimeError, prelude::*};
 
@@ -225,7 +225,7 @@ fn export(
                 launching: Launching { least: launches.0, quiet: launches.1, most: launches.2 },
                 bitwise,
                 ranks: set.as_ref(),
-                generated: Generated {
+                generator: HostGenerator {
                     seed: generated.0,
                     next_offset: generated.1,
                     increments: generated.2.into_iter().collect(),

@@ -91,6 +91,11 @@ def test_storages_a_graph_tree_holds_in_free_blocks_are_live_pieces_of_their_own
                              ("logits", graphs + 4096, "output", [], "torch.float32", (0, 0))])
     assert [(b[0], b[4]) for b in named if b[0].startswith(("input", "output"))] == [
         ("input/ids", "stored"), ("output/logits", "stored")]
+    # Overlapping ranges are held as one; a range past its block divides nothing.
+    free = (BASE, 100, False)
+    assert gt._divided(free, [(BASE + 10, 8), (BASE + 10, 16), (BASE + 20, 20)]) == [
+        (BASE, 10, False), (BASE + 10, 30, True), (BASE + 40, 60, False)]
+    assert gt._divided(free, [(BASE + 90, 20)]) == [free]
 
 
 def test_live_blocks_outside_the_arena_are_listed_with_their_pool():
@@ -344,12 +349,14 @@ class FakeTorch:
                 self.keep_graph, self.pools = keep_graph, []
 
         class Generator:
-            offset = 20
+            offset, capturing = 20, False
 
             def initial_seed(self):
                 return 5074827910873101
 
             def get_offset(self):
+                if self.capturing:
+                    raise RuntimeError("Cannot call CUDAGeneratorImpl::get_offset during CUDA graph capture")
                 return self.offset
 
         generator = self.generator = Generator()
@@ -445,12 +452,17 @@ def test_replays_tell_the_export_how_far_each_graph_advances_the_generator(monke
 
     torch = FakeTorch()
     arena_over(monkeypatch, torch)
-    drawing, quiet, unreplayed = torch.Graph(), torch.Graph(), torch.Graph()
+    drawing, quiet, unreplayed, capturing = torch.Graph(), torch.Graph(), torch.Graph(), torch.Graph()
     drawing.draws = 8
     for g in (drawing, quiet, drawing):
         g.replay()
-    graphs = {"noise": drawing, "argmax": quiet, "never": unreplayed}
-    assert gt._generated(graphs) == (5074827910873101, 36, [("noise", 8), ("argmax", 0), ("never", None)])
+    # PyTorch refuses get_offset while a capture is under way: that replay is unmeasured.
+    torch.generator.capturing = True
+    capturing.replay()
+    torch.generator.capturing = False
+    graphs = {"noise": drawing, "argmax": quiet, "never": unreplayed, "capturing": capturing}
+    assert gt._generated(graphs) == (5074827910873101, 36, [("noise", 8), ("argmax", 0), ("never", None),
+                                                             ("capturing", None)])
 
 
 def test_cuda_graph_trees_are_refused_before_anything_is_captured(monkeypatch):

@@ -1,9 +1,10 @@
 //! `random-draws`: a template that draws random numbers (the core's `generators`) draws
-//! anew at every launch of a restore, and draws what the producing program's next
-//! replays would have drawn. Its launches otherwise start from the stored offset and
-//! draw one set of numbers forever: every other case passes such a core.
+//! anew at every launch of a restore, and draws what the exporter's launches drew at the
+//! offsets the producing program's next replays would write. Its launches otherwise
+//! start from the stored offset and draw one set of numbers forever: every other case
+//! passes such a core.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use gnomon_core::replay::OutputCheck;
 use gnomon_format::{Draws, Manifest};
@@ -11,19 +12,25 @@ use gnomon_format::{Draws, Manifest};
 use crate::{measured, Metrics, Verdict};
 
 /// The verdict on every drawing template of `m`, from the restore's `draws` (its next
-/// launches' outputs). An output the core records as varying is held only to drawing
-/// anew: its digest may differ from the exporter's.
+/// launches' outputs). Each output must draw anew where the exporter's launches did (its
+/// digest changes from one next launch to the next) and give the exporter's digest; an
+/// output the core records as varying need not give that digest, but must give none the
+/// launches at the stored offset gave.
 pub fn judged(m: &Manifest, draws: &[OutputCheck]) -> Result<Metrics, Verdict> {
     if m.generators.is_empty() {
         return Err(Verdict::Skipped(
             "no template of the core draws random numbers from a generator it names (`generators`)".into(),
         ));
     }
-    let varying: HashSet<(&str, &str)> = m
+    // A varying output's digests at the stored offset: the first launch's and the others'.
+    let stored: HashMap<(&str, &str), Vec<&str>> = m
         .expectations
         .iter()
-        .flat_map(|e| {
-            e.outputs.iter().filter(|o| o.variation.is_some()).map(|o| (e.template.as_str(), o.buffer.as_str()))
+        .flat_map(|e| e.outputs.iter().map(move |o| (e, o)))
+        .filter_map(|(e, o)| {
+            let v = o.variation.as_ref()?;
+            let digests = std::iter::once(o.sha256.as_str()).chain(v.sha256s.iter().map(String::as_str));
+            Some(((e.template.as_str(), o.buffer.as_str()), digests.collect()))
         })
         .collect();
     let restored: HashMap<(&str, u32, &str), &OutputCheck> =
@@ -34,29 +41,36 @@ pub fn judged(m: &Manifest, draws: &[OutputCheck]) -> Result<Metrics, Verdict> {
         let launches = launches_of(d, &restored, &mut failures);
         for (launch, l) in d.next_launches.iter().enumerate() {
             for (o, c) in l.outputs.iter().zip(&launches[launch]) {
-                let Some(c) = c.filter(|_| !varying.contains(&(d.template.as_str(), o.buffer.as_str()))) else {
-                    continue;
+                let Some(c) = c else { continue };
+                let said = |what: &str| {
+                    format!(
+                        "template `{}` next launch {launch} (offset {}): `{}` {what}",
+                        d.template, l.offset, o.buffer
+                    )
                 };
                 compared += 1;
-                if !c.matches() {
-                    failures.push(format!(
-                        "template `{}` next launch {launch} (offset {}): `{}` is not what the producing program's \
-                         next replay drew",
-                        d.template, l.offset, o.buffer
-                    ));
+                match stored.get(&(d.template.as_str(), o.buffer.as_str())) {
+                    None if !c.matches() => {
+                        failures.push(said("is not what the exporter's launch at that offset drew"))
+                    }
+                    Some(at_stored) if at_stored.contains(&c.actual_sha256.as_str()) => {
+                        failures.push(said("is what launches at the stored offset gave: its random numbers are frozen"))
+                    }
+                    _ => {}
                 }
-            }
-        }
-        for launch in 1..launches.len() {
-            let recorded_differ = d.next_launches[launch - 1].outputs != d.next_launches[launch].outputs;
-            let digests = |l: usize| launches[l].iter().map(|c| c.map(|c| &c.actual_sha256)).collect::<Vec<_>>();
-            if recorded_differ && digests(launch - 1) == digests(launch) {
-                failures.push(format!(
-                    "template `{}`: next launches {} and {launch} drew alike, where the producing program's \
-                     replays drew differently: its random numbers are frozen",
-                    d.template,
-                    launch - 1
-                ));
+                if launch == 0 {
+                    continue;
+                }
+                let before = launches[launch - 1].iter().flatten().find(|b| b.buffer == o.buffer);
+                let recorded = d.next_launches[launch - 1].outputs.iter().find(|b| b.buffer == o.buffer);
+                let drew_anew = recorded.is_some_and(|r| r.sha256 != o.sha256);
+                if drew_anew && before.is_some_and(|b| b.actual_sha256 == c.actual_sha256) {
+                    failures.push(said(&format!(
+                        "is what next launch {} gave, where the exporter's launches differed: its random numbers are \
+                         frozen",
+                        launch - 1
+                    )));
+                }
             }
         }
     }
@@ -150,17 +164,18 @@ mod tests {
     fn frozen_or_other_draws_fail_and_say_which() {
         let m = drawing(["aa", "bb"]);
         let frozen = failed(judged(&m, &restored(&m, ["aa", "aa"])));
-        assert!(frozen.contains("next launches 0 and 1 drew alike") && frozen.contains("frozen"), "{frozen}");
-        assert!(frozen.contains("next launch 1 (offset 44)"), "{frozen}");
+        assert!(frozen.contains("next launch 1 (offset 44): `y` is what next launch 0 gave"), "{frozen}");
+        assert!(frozen.contains("frozen") && !frozen.contains("next launch 0 (offset 36)"), "{frozen}");
         let other = failed(judged(&m, &restored(&m, ["cc", "dd"])));
-        assert!(other.contains("next launch 0 (offset 36)") && !other.contains("frozen"), "{other}");
+        assert!(other.contains("next launch 0 (offset 36): `y` is not what the exporter's launch"), "{other}");
+        assert!(!other.contains("frozen"), "{other}");
         let mut missing = restored(&m, ["aa", "bb"]);
         missing.retain(|c| c.launch == 0);
         assert!(failed(judged(&m, &missing)).contains("next launch 1: the restore read no output of it"));
     }
 
     #[test]
-    fn a_varying_output_need_only_draw_anew_and_a_core_without_generators_is_skipped() {
+    fn a_varying_output_need_only_draw_unlike_the_stored_offset_and_anew_and_a_core_without_generators_is_skipped() {
         let mut m = drawing(["aa", "bb"]);
         for o in &mut m.expectations[0].outputs {
             o.variation = Some(
@@ -171,8 +186,10 @@ mod tests {
                 .unwrap(),
             );
         }
-        assert!(judged(&m, &restored(&m, ["cc", "dd"])).is_ok(), "varying outputs drew anew");
-        assert!(failed(judged(&m, &restored(&m, ["cc", "cc"]))).contains("frozen"));
+        assert!(judged(&m, &restored(&m, ["ee", "dd"])).is_ok(), "varying outputs drew anew");
+        let at_stored = failed(judged(&m, &restored(&m, ["cc", "dd"])));
+        assert!(at_stored.contains("next launch 0 (offset 36): `y` is what launches at the stored offset gave"));
+        assert!(failed(judged(&m, &restored(&m, ["ee", "ee"]))).contains("is what next launch 0 gave"));
         m.generators.clear();
         assert!(matches!(judged(&m, &[]), Err(Verdict::Skipped(why)) if why.contains("no template")));
     }

@@ -4,11 +4,11 @@
 //! outputs are digested against the ones the exporter recorded; two of them alike would
 //! mean the restored template draws frozen numbers.
 
-use gnomon_format::{digest::sha256_each, Manifest};
+use gnomon_format::Manifest;
 
 use super::{LoadedState, OutputCheck};
 use crate::{
-    cuda::{GraphExec, Stream},
+    cuda::{CudaError, GraphExec, Stream},
     errors::ReplayError,
 };
 
@@ -23,11 +23,12 @@ pub(super) fn launch_draws(
     let mut checks = Vec::new();
     for g in &m.generators {
         for d in &g.draws {
-            let Some(position) = m.templates.iter().position(|t| t.name == d.template) else { continue };
+            // Validation names only templates of the core; the plan holds one executable each.
+            let exec = m.templates.iter().zip(executables).find(|(t, _)| t.name == d.template).map(|(_, e)| e);
+            let exec = exec.ok_or_else(|| CudaError::Unsupported(format!("no executable for `{}`", d.template)))?;
             for (launch, l) in d.next_launches.iter().enumerate() {
-                arena.launch_drawing(&executables[position], stream, &g.offset, l.offset)?;
-                let read = l.outputs.iter().map(|o| arena.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
-                let digests = sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>());
+                let names: Vec<&str> = l.outputs.iter().map(|o| o.buffer.as_str()).collect();
+                let digests = arena.draw(exec, stream, &g.offset, l.offset, &names)?;
                 checks.extend(l.outputs.iter().zip(digests).map(|(o, actual_sha256)| OutputCheck {
                     template: d.template.clone(),
                     buffer: o.buffer.clone(),

@@ -11,7 +11,7 @@ use crate::{
     errors::CudaError,
     errors::ReplayError,
 };
-use gnomon_format::{Buffer, BufferContents, BufferRef, BufferRole, Manifest};
+use gnomon_format::{digest::sha256_each, Buffer, BufferContents, BufferRef, BufferRole, Manifest};
 
 /// Which writable buffers a reset puts back: all of them, or those a template was seen to
 /// change (positions in the order of [`LoadedState::writable_check`]'s sums). A template
@@ -144,29 +144,47 @@ impl LoadedState {
     }
 
     /// One launch of `exec` from the loaded state with the 64-bit word at `at` (a
-    /// generator's offset) holding `value` first, finished: how a template that draws
-    /// random numbers draws what a replay of it at that offset would draw.
-    pub fn launch_drawing(
+    /// generator's offset) holding `value` first, and the digest of each of `outputs`
+    /// after it: what a template that draws random numbers draws at that offset. The kit
+    /// records these digests and a restore's `random-draws` compares them, made alike.
+    pub fn draw(
         &self,
         exec: &GraphExec,
         stream: &Stream,
         at: &BufferRef,
         value: u64,
-    ) -> Result<(), ReplayError> {
-        let b = self.buffer(&at.buffer)?;
-        if at.offset.checked_add(8).is_none_or(|end| end > b.size) {
-            return Err(
-                CudaError::Unsupported(format!("no 64-bit word at {} of buffer `{}`", at.offset, b.name)).into()
-            );
-        }
+        outputs: &[&str],
+    ) -> Result<Vec<String>, ReplayError> {
+        let word = self.word_address(at)?;
         self.reset(stream)?;
         let bytes = value.to_le_bytes();
-        // SAFETY: a word inside a buffer of the manifest (checked above), in the arena
-        // mapped while this lives; `bytes` outlives the copy, which the sync below ends
-        // (from pageable memory the driver stages the 8 bytes before it returns).
-        unsafe { stream.upload_async(self.base + b.offset + at.offset, &bytes) }?;
+        // SAFETY: a whole word inside a buffer of the manifest (`word_address`), in the
+        // arena mapped while this lives; `bytes` outlives the copy, which the sync below
+        // ends (from pageable memory the driver stages the 8 bytes before it returns).
+        unsafe { stream.upload_async(word, &bytes) }?;
         exec.launch(stream)?;
-        Ok(stream.synchronize()?)
+        stream.synchronize()?;
+        let read = outputs.iter().map(|name| self.read(name)).collect::<Result<Vec<_>, _>>()?;
+        Ok(sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+    }
+
+    /// The 64-bit word at `at` as the arena holds it now.
+    pub fn read_word(&self, at: &BufferRef) -> Result<u64, ReplayError> {
+        let word = self.word_address(at)?;
+        // SAFETY: as in `draw`.
+        let bytes = unsafe { self.ctx.read(word, 8) }?;
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| CudaError::Unsupported("a short read".into()))?))
+    }
+
+    /// The device address of the whole 64-bit word `at` names, or why there is none.
+    fn word_address(&self, at: &BufferRef) -> Result<u64, ReplayError> {
+        let b = self.buffer(&at.buffer)?;
+        match at.offset.checked_add(8).is_some_and(|end| end <= b.size) {
+            true => Ok(self.base + b.offset + at.offset),
+            false => {
+                Err(CudaError::Unsupported(format!("no 64-bit word at {} of buffer `{}`", at.offset, b.name)).into())
+            }
+        }
     }
 
     /// What `name` holds in the arena now.

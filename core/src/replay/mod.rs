@@ -246,7 +246,8 @@ fn restore_and_launch(
         true => stages.time(Stage::Speed, || time_recorded(&restored))?,
         false => Vec::new(),
     };
-    let draws = match launches.draws {
+    // A rank's launches wait for its peers'; its exporter recorded no draws (refused).
+    let draws = match launches.draws && ranks.is_none() {
         true => stages.time(Stage::Draws, || draws::launch_draws(m, &arena, plan.executables(), &ctx.stream()?))?,
         false => Vec::new(),
     };

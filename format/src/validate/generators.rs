@@ -11,7 +11,7 @@ use crate::{Buffer, BufferContents, BufferRef, BufferRole, Draws, Expectation, G
 /// The bytes of a generator's seed and of its offset.
 const WORD: u64 = 8;
 /// At most this many next launches of a drawing template: `gnomon qualify` makes each.
-const MAX_NEXT_LAUNCHES: usize = 1 << 16;
+const MAX_NEXT_LAUNCHES: usize = 16;
 
 pub(super) fn generators(m: &Manifest, buffers: &BufferMap) -> Result {
     let templates: HashSet<&str> = m.templates.iter().map(|t| t.name.as_str()).collect();
@@ -26,12 +26,14 @@ pub(super) fn generators(m: &Manifest, buffers: &BufferMap) -> Result {
     for (index, g) in m.generators.iter().enumerate() {
         let fail = |what: String| E::Generator { index, what };
         let (seed, seed_in) = word(buffers, "seed", &g.seed).map_err(fail)?;
-        let (offset, _) = word(buffers, "offset", &g.offset).map_err(fail)?;
-        // Replay writes the offset; the seed it must load as the producing program left it.
-        if seed_in.contents == BufferContents::Undefined {
-            let what =
-                format!("its seed lies in buffer `{}`, whose contents are undefined: replay poisons it", seed_in.name);
-            return Err(fail(what));
+        let (offset, offset_in) = word(buffers, "offset", &g.offset).map_err(fail)?;
+        // Every launch but the draws reads both words as loaded: an undefined buffer is poison.
+        for (what, b) in [("seed", seed_in), ("offset", offset_in)] {
+            if b.contents == BufferContents::Undefined {
+                let what =
+                    format!("its {what} lies in buffer `{}`, whose contents are undefined: replay poisons it", b.name);
+                return Err(fail(what));
+            }
         }
         if seed.abs_diff(offset) < WORD {
             return Err(fail("its seed and offset overlap".into()));
@@ -176,6 +178,11 @@ mod tests {
             |m| first(m).seed = at("tmp", 0),
             "its seed lies in buffer `tmp`, whose contents are undefined",
         ),
+        (
+            "offset-undefined",
+            |m| first(m).offset = at("tmp", 0),
+            "its offset lies in buffer `tmp`, whose contents are undefined",
+        ),
         ("seed-and-offset-overlap", |m| first(m).offset.offset = 0, "its seed and offset overlap"),
         ("offset-shared", |m| second(m, 16, 8), "its offset is generator 0's offset"),
         ("offset-on-a-seed", |m| second(m, 16, 0), "its offset is generator 0's seed"),
@@ -202,11 +209,11 @@ mod tests {
             "it has no expected outputs",
         ),
         ("increment-0", |m| drawn(m).increment = 0, "its increment is 0"),
-        ("one-next-launch", |m| drawn(m).next_launches.truncate(1), "1 next launches recorded: 2 to 65536 are"),
+        ("one-next-launch", |m| drawn(m).next_launches.truncate(1), "1 next launches recorded: 2 to 16 are"),
         (
             "too-many-next-launches",
             |m| drawn(m).next_launches = (0..=MAX_NEXT_LAUNCHES as u64).map(|k| launch(1000 + 4 * k)).collect(),
-            "65537 next launches recorded: 2 to 65536",
+            "17 next launches recorded: 2 to 16",
         ),
         ("launch-off-its-offset", |m| drawn(m).next_launches[1].offset = 1005, "next launch 1 is at offset 1005"),
         (
