@@ -250,7 +250,7 @@ pub fn export(
     let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
     // Before the expectations: a template whose draws cannot be replayed is refused first.
-    let drawing = random::find(exporter.manifest(), &launcher, &request.generator)?;
+    let drawing = random::find(exporter.manifest(), |at| launcher.read_word(at), &request.generator)?;
     if drawing.is_some() && ranks.is_some() {
         return Err(KitError::Draws(
             "a rank of a set draws random numbers: its launches wait for its peers', and the kit records draws alone"

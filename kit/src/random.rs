@@ -94,8 +94,12 @@ pub struct FoundGenerator {
 /// seed word is not the default generator's seed (another generator, or one seeded
 /// again since the graph's last replay), where two words differ between kernels, where a
 /// template draws but was never seen replayed, and where one advanced the generator
-/// without a kernel reading it.
-pub fn find(m: &Manifest, launcher: &Launcher, host: &HostGenerator) -> Result<Option<FoundGenerator>, KitError> {
+/// without a kernel reading it. `seed_word` reads a word of the arena (the launcher's).
+pub fn find(
+    m: &Manifest,
+    seed_word: impl Fn(&BufferRef) -> Result<u64, KitError>,
+    host: &HostGenerator,
+) -> Result<Option<FoundGenerator>, KitError> {
     let arena = m.arena.base..m.arena.base.saturating_add(m.arena.size);
     let mut sorted: Vec<_> = m.buffers.iter().collect();
     sorted.sort_by_key(|b| b.offset);
@@ -109,16 +113,20 @@ pub fn find(m: &Manifest, launcher: &Launcher, host: &HostGenerator) -> Result<O
             else {
                 return refused(format!("node {node} takes a random-number state whose words lie in no buffer"));
             };
-            let seed_word = launcher.read_word(&seed)?;
+            let seed_word = seed_word(&seed)?;
             if seed_word != host.seed {
                 return refused(format!(
-                    "node {node} draws from a generator whose seed word holds {seed_word}, not the default CUDA                      generator's seed {}: the kit follows the default generator only (a torch.Generator of the                      program's own, or a manual_seed since the graph's last replay, gives this); draw from the                      default generator, and replay the graph once after seeding it",
+                    "node {node} draws from a generator whose seed word holds {seed_word}, not the default CUDA \
+                     generator's seed {}: the kit follows the default generator only (a torch.Generator of the \
+                     program's own, or a manual_seed since the graph's last replay, gives this); draw from the \
+                     default generator, and replay the graph once after seeding it",
                     host.seed
                 ));
             }
             if let Some(g) = generator.as_ref().filter(|g| g.seed != seed || g.offset != offset) {
                 return refused(format!(
-                    "node {node} reads the generator's offset at `{}`+{}, another kernel at `{}`+{}: the kit follows one                      pair of words",
+                    "node {node} reads the generator's offset at `{}`+{}, another kernel at `{}`+{}: the kit follows one \
+                     pair of words",
                     offset.buffer, offset.offset, g.offset.buffer, g.offset.offset
                 ));
             }
@@ -129,17 +137,22 @@ pub fn find(m: &Manifest, launcher: &Launcher, host: &HostGenerator) -> Result<O
             (Some(_), Some(increment)) if increment > 0 => drawing.push((t.name.clone(), increment)),
             (Some(node), Some(_)) => {
                 return refused(format!(
-                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its replays                      did not advance the default generator: the kit cannot say how far each launch moves it"
+                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its replays \
+                     did not advance the default generator: the kit cannot say how far each launch moves it"
                 ))
             }
             (Some(node), None) => {
                 return refused(format!(
-                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its graph                      was never replayed before the export: replay it once, so the kit sees how far each replay                      advances the generator"
+                    "draws random numbers (node {node} reads the CUDA generator's seed and offset), but its graph \
+                     was never replayed before the export: replay it once, so the kit sees how far each replay \
+                     advances the generator"
                 ))
             }
             (None, Some(increment)) if increment > 0 => {
                 return refused(format!(
-                    "advanced the CUDA generator by {increment} per replay, but no kernel of it takes the generator's                      seed and offset as PyTorch 2.11 hands them (a `PhiloxCudaState` of {STATE_BYTES} bytes pointing                      into the arena): the core could not say how its draws advance"
+                    "advanced the CUDA generator by {increment} per replay, but no kernel of it takes the generator's \
+                     seed and offset as PyTorch 2.11 hands them (a `PhiloxCudaState` of {STATE_BYTES} bytes pointing \
+                     into the arena): the core could not say how its draws advance"
                 ))
             }
             (None, _) => {}
@@ -182,6 +195,9 @@ pub fn with_draws(
 
 #[cfg(test)]
 mod tests {
+    use gnomon_fixtures::sample::{slots, CoreDraft};
+    use gnomon_format::{FunctionAttributes, Node, PointerParam};
+
     use super::*;
 
     const BASE: u64 = 0x7f00_0000_0000;
@@ -214,5 +230,50 @@ mod tests {
         let mut padded = state(seed, offset, 4, 1);
         padded[STATE_BYTES - 1] = 7;
         assert_eq!(state_at(&padded, &ARENA), None, "padding that is not zero");
+    }
+
+    /// The sample core with one more kernel node in `decode-b1`, of a function taking one
+    /// 32-byte parameter: `state`, its two words declared pointers where `declared`.
+    fn drawing_core(state: Vec<u8>, declared: bool) -> Manifest {
+        let mut d = CoreDraft::sample();
+        let attributes = FunctionAttributes::default();
+        d.manifest.modules[0].functions.push(Function { name: "draw".into(), params: slots(&[(0, 32)]), attributes });
+        let mut k = d.kernel_mut().clone();
+        k.function = "draw".into();
+        k.params = state;
+        let pointer = |at| PointerParam { param: 0, at, external: false };
+        k.pointers = if declared { vec![pointer(0), pointer(8)] } else { vec![] };
+        d.manifest.templates[0].nodes.push(Node { id: "n9".into(), op: NodeOp::Kernel(k) });
+        d.manifest
+    }
+
+    const SEED: u64 = 5_074_827_910_873_101;
+
+    fn host(increment: Option<u64>) -> HostGenerator {
+        HostGenerator { seed: SEED, next_offset: 36, increments: [("decode-b1".to_owned(), increment)].into() }
+    }
+
+    /// `find` over a core whose drawing node's seed word holds `seed`.
+    fn found(m: &Manifest, seed: u64, increment: Option<u64>) -> Result<Option<FoundGenerator>, String> {
+        find(m, |_| Ok(seed), &host(increment)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_drawing_template_is_found_with_its_words_and_increment_and_what_cannot_be_replayed_is_refused() {
+        let x = |m: &Manifest| m.arena.base + m.buffers.iter().find(|b| b.name == "x").expect("x").offset;
+        let probe = drawing_core(Vec::new(), true);
+        let m = drawing_core(state(x(&probe), x(&probe) + 8, 4, 1), true);
+        let g = found(&m, SEED, Some(8)).unwrap().expect("a generator");
+        assert_eq!((g.generator.seed.buffer.as_str(), g.generator.seed.offset, g.generator.offset.offset), ("x", 0, 8));
+        assert_eq!((g.generator.next_offset, g.drawing.clone()), (36, vec![("decode-b1".to_owned(), 8)]));
+        let refused = |seed, increment| found(&m, seed, increment).err().unwrap_or_default();
+        assert!(refused(7, Some(8)).contains("seed word holds 7, not the default CUDA generator's seed"));
+        assert!(refused(SEED, None).contains("was never replayed before the export"));
+        assert!(refused(SEED, Some(0)).contains("its replays did not advance the default generator"));
+        // Not a state the recorder saw as two addresses: nothing drawn, so an increment is unexplained.
+        let undeclared = drawing_core(state(x(&probe), x(&probe) + 8, 4, 1), false);
+        assert!(found(&undeclared, SEED, None).unwrap().is_none());
+        let unexplained = found(&undeclared, SEED, Some(8)).err().unwrap_or_default();
+        assert!(unexplained.contains("advanced the CUDA generator by 8 per replay, but no kernel"), "{unexplained}");
     }
 }
