@@ -31,14 +31,17 @@ def sample(p):
 
 
 def captured(step, *inputs):
-    """`step` captured into the kit's pool after a warm-up on a side stream, and its outputs."""
+    """`step` captured after a warm-up on a side stream, and its outputs. Each graph into a
+    pool of its own (under the arena, a capture given none): graphs that share a pool may
+    write into each other's freed memory, which here lies inside the other's output
+    buffers, and the comparison below replays one graph after the other."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         step(*inputs)
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g, pool=gt.graph_pool()):
+    with torch.cuda.graph(g):
         out = step(*inputs)
     return g, out if isinstance(out, tuple) else (out,)
 
