@@ -196,7 +196,7 @@ pub fn with_draws(
 #[cfg(test)]
 mod tests {
     use gnomon_fixtures::sample::{slots, CoreDraft};
-    use gnomon_format::{FunctionAttributes, Node, PointerParam};
+    use gnomon_format::{FunctionAttributes, KernelNode, Node, PointerParam, Template};
 
     use super::*;
 
@@ -232,48 +232,75 @@ mod tests {
         assert_eq!(state_at(&padded, &ARENA), None, "padding that is not zero");
     }
 
-    /// The sample core with one more kernel node in `decode-b1`, of a function taking one
-    /// 32-byte parameter: `state`, its two words declared pointers where `declared`.
-    fn drawing_core(state: Vec<u8>, declared: bool) -> Manifest {
+    /// The sample core with one more kernel node in `decode-b1` per state of `states`, of
+    /// a function taking one 32-byte parameter, the words of it `declared` (param, at)
+    /// declared pointers.
+    fn drawing_core(states: &[Vec<u8>], declared: &[(u32, u64)]) -> Manifest {
         let mut d = CoreDraft::sample();
         let attributes = FunctionAttributes::default();
         d.manifest.modules[0].functions.push(Function { name: "draw".into(), params: slots(&[(0, 32)]), attributes });
         let mut k = d.kernel_mut().clone();
         k.function = "draw".into();
-        k.params = state;
-        let pointer = |at| PointerParam { param: 0, at, external: false };
-        k.pointers = if declared { vec![pointer(0), pointer(8)] } else { vec![] };
-        d.manifest.templates[0].nodes.push(Node { id: "n9".into(), op: NodeOp::Kernel(k) });
+        k.pointers = declared.iter().map(|&(param, at)| PointerParam { param, at, external: false }).collect();
+        for (i, state) in states.iter().enumerate() {
+            let op = NodeOp::Kernel(KernelNode { params: state.clone(), ..k.clone() });
+            d.manifest.templates[0].nodes.push(Node { id: format!("n{}", 9 + i), op });
+        }
         d.manifest
     }
 
     const SEED: u64 = 5_074_827_910_873_101;
+    /// Both words declared pointers, as the recorder finds PyTorch's.
+    const DECLARED: &[(u32, u64)] = &[(0, 0), (0, 8)];
 
     fn host(increment: Option<u64>) -> HostGenerator {
         HostGenerator { seed: SEED, next_offset: 36, increments: [("decode-b1".to_owned(), increment)].into() }
     }
 
-    /// `find` over a core whose drawing node's seed word holds `seed`.
+    /// `find` over a core whose drawing nodes' seed words hold `seed`.
     fn found(m: &Manifest, seed: u64, increment: Option<u64>) -> Result<Option<FoundGenerator>, String> {
         find(m, |_| Ok(seed), &host(increment)).map_err(|e| e.to_string())
     }
 
+    /// The address of byte `at` of the sample's buffer `y` (not the arena's first).
+    fn in_y(at: u64) -> u64 {
+        let m = CoreDraft::sample().manifest;
+        m.arena.base + m.buffers.iter().find(|b| b.name == "y").expect("y").offset + at
+    }
+
     #[test]
     fn a_drawing_template_is_found_with_its_words_and_increment_and_what_cannot_be_replayed_is_refused() {
-        let x = |m: &Manifest| m.arena.base + m.buffers.iter().find(|b| b.name == "x").expect("x").offset;
-        let probe = drawing_core(Vec::new(), true);
-        let m = drawing_core(state(x(&probe), x(&probe) + 8, 4, 1), true);
+        let drawing = state(in_y(0), in_y(8), 4, 1);
+        let m = drawing_core(&[drawing.clone()], DECLARED);
         let g = found(&m, SEED, Some(8)).unwrap().expect("a generator");
-        assert_eq!((g.generator.seed.buffer.as_str(), g.generator.seed.offset, g.generator.offset.offset), ("x", 0, 8));
+        assert_eq!((g.generator.seed.buffer.as_str(), g.generator.seed.offset, g.generator.offset.offset), ("y", 0, 8));
         assert_eq!((g.generator.next_offset, g.drawing.clone()), (36, vec![("decode-b1".to_owned(), 8)]));
-        let refused = |seed, increment| found(&m, seed, increment).err().unwrap_or_default();
-        assert!(refused(7, Some(8)).contains("seed word holds 7, not the default CUDA generator's seed"));
-        assert!(refused(SEED, None).contains("was never replayed before the export"));
-        assert!(refused(SEED, Some(0)).contains("its replays did not advance the default generator"));
-        // Not a state the recorder saw as two addresses: nothing drawn, so an increment is unexplained.
-        let undeclared = drawing_core(state(x(&probe), x(&probe) + 8, 4, 1), false);
-        assert!(found(&undeclared, SEED, None).unwrap().is_none());
-        let unexplained = found(&undeclared, SEED, Some(8)).err().unwrap_or_default();
-        assert!(unexplained.contains("advanced the CUDA generator by 8 per replay, but no kernel"), "{unexplained}");
+        let refused = |m: &Manifest, seed, increment| found(m, seed, increment).err().unwrap_or_default();
+        assert!(refused(&m, 7, Some(8)).contains("seed word holds 7, not the default CUDA generator's seed"));
+        assert!(refused(&m, SEED, None).contains("was never replayed before the export"));
+        assert!(refused(&m, SEED, Some(0)).contains("its replays did not advance the default generator"));
+        let other_offset = drawing_core(&[drawing.clone(), state(in_y(0), in_y(24), 0, 1)], DECLARED);
+        assert!(refused(&other_offset, SEED, Some(8)).contains("another kernel at `y`+8: the kit follows one pair"));
+        // One pair of words read by two templates is one generator both draw from.
+        let mut twice = m.clone();
+        twice.templates.push(Template { name: "decode-b2".into(), ..m.templates[0].clone() });
+        let increments = [("decode-b1".to_owned(), Some(8)), ("decode-b2".to_owned(), Some(12))].into();
+        let g = find(&twice, |_| Ok(SEED), &HostGenerator { increments, ..host(None) }).unwrap().expect("one");
+        assert_eq!(g.drawing, [("decode-b1".to_owned(), 8), ("decode-b2".to_owned(), 12)]);
+    }
+
+    #[test]
+    fn only_a_state_whose_two_words_were_declared_pointers_of_its_parameter_draws() {
+        let drawing = vec![state(in_y(0), in_y(8), 4, 1)];
+        for declared in [&[][..], &[(0, 0), (0, 16)], &[(1, 0), (1, 8)]] {
+            let m = drawing_core(&drawing, declared);
+            assert!(found(&m, SEED, None).unwrap().is_none(), "{declared:?}");
+            assert!(found(&m, SEED, Some(0)).unwrap().is_none(), "{declared:?}: replays that draw nothing");
+            let unexplained = found(&m, SEED, Some(8)).err().unwrap_or_default();
+            assert!(
+                unexplained.contains("advanced the CUDA generator by 8 per replay, but no kernel"),
+                "{unexplained}"
+            );
+        }
     }
 }
