@@ -56,7 +56,8 @@ pub fn words<'b>(layout: &'b [ParamSlot], blob: &'b [u8]) -> impl Iterator<Item 
 /// The value in slot `index` of a blob, if the slot exists.
 pub fn slot_value<'b>(layout: &[ParamSlot], blob: &'b [u8], index: usize) -> Option<&'b [u8]> {
     let slot = layout.get(index)?;
-    blob.get(slot.offset as usize..(slot.offset + slot.size) as usize)
+    let start = usize::try_from(slot.offset).ok()?;
+    blob.get(start..start.checked_add(usize::try_from(slot.size).ok()?)?)
 }
 
 #[cfg(test)]

@@ -29,6 +29,8 @@ fn values_land_in_their_slots_and_padding_stays_zero() {
     assert_eq!(slot_value(&layout, &blob, 1), Some(&blob[8..16]));
     assert_eq!(slot_value(&layout, &blob, 3), None, "no such slot");
     assert_eq!(slot_value(&layout, &blob[..12], 1), None, "a blob too short for the slot");
+    let past_every_address = [ParamSlot { offset: u64::MAX - 3, size: 8 }];
+    assert_eq!(slot_value(&past_every_address, &blob, 0), None, "a slot whose end overflows, no panic");
 }
 
 #[test]

@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use gnomon_format::{
-    buffer_at, BufferRef, Drawn, DrawnLaunch, Draws, Expectation, Function, Generator, Manifest, NodeOp,
+    buffer_at, params::slot_value, BufferRef, Drawn, DrawnLaunch, Draws, Expectation, Function, Generator, Manifest,
+    NodeOp, Template,
 };
 
 use crate::{errors::KitError, launches::Launcher};
@@ -42,21 +43,25 @@ struct Words {
     offset: u64,
 }
 
-/// The captured states a template's kernel nodes take, each with the first node's id: a
+/// Each function of `m`'s modules by (module, name).
+fn functions(m: &Manifest) -> HashMap<(&str, &str), &Function> {
+    m.modules.iter().flat_map(|md| md.functions.iter().map(move |f| ((md.id.as_str(), f.name.as_str()), f))).collect()
+}
+
+/// The captured states `t`'s kernel nodes take, each with the first node's id: a
 /// parameter of 32 bytes whose first two words the recorder found to be addresses.
-fn states_in(m: &Manifest, template: &str, arena: &std::ops::Range<u64>) -> BTreeMap<Words, String> {
-    let functions: HashMap<(&str, &str), &Function> = m
-        .modules
-        .iter()
-        .flat_map(|md| md.functions.iter().map(move |f| ((md.id.as_str(), f.name.as_str()), f)))
-        .collect();
+fn states_in(
+    t: &Template,
+    functions: &HashMap<(&str, &str), &Function>,
+    arena: &std::ops::Range<u64>,
+) -> BTreeMap<Words, String> {
     let mut found = BTreeMap::new();
-    for node in m.templates.iter().filter(|t| t.name == template).flat_map(|t| &t.nodes) {
+    for node in &t.nodes {
         let NodeOp::Kernel(k) = &node.op else { continue };
         let Some(f) = functions.get(&(k.module.as_str(), k.function.as_str())) else { continue };
-        for (index, slot) in f.params.iter().enumerate().filter(|(_, s)| s.size == STATE_BYTES as u64) {
+        for (index, _) in f.params.iter().enumerate().filter(|(_, s)| s.size == STATE_BYTES as u64) {
             let pointer = |at| k.pointers.iter().any(|p| p.param as usize == index && p.at == at);
-            let bytes = usize::try_from(slot.offset).ok().and_then(|at| k.params.get(at..at.checked_add(STATE_BYTES)?));
+            let bytes = slot_value(&f.params, &k.params, index);
             if let (true, true, Some(bytes)) = (pointer(0), pointer(8), bytes) {
                 if let Some(words) = state_at(bytes, arena) {
                     found.entry(words).or_insert_with(|| node.id.clone());
@@ -103,12 +108,13 @@ pub fn find(
     let arena = m.arena.base..m.arena.base.saturating_add(m.arena.size);
     let mut sorted: Vec<_> = m.buffers.iter().collect();
     sorted.sort_by_key(|b| b.offset);
+    let functions = functions(m);
     let mut generator: Option<Generator> = None;
     let mut drawing = Vec::new();
     for t in &m.templates {
         let refused = |why: String| Err(KitError::Draws(format!("template `{}` {why}", t.name)));
         let mut reads = None;
-        for (words, node) in states_in(m, &t.name, &arena) {
+        for (words, node) in states_in(t, &functions, &arena) {
             let (Some(seed), Some(offset)) = (reference(m, &sorted, words.seed), reference(m, &sorted, words.offset))
             else {
                 return refused(format!("node {node} takes a random-number state whose words lie in no buffer"));
@@ -196,7 +202,7 @@ pub fn with_draws(
 #[cfg(test)]
 mod tests {
     use gnomon_fixtures::sample::{slots, CoreDraft};
-    use gnomon_format::{FunctionAttributes, KernelNode, Node, PointerParam, Template};
+    use gnomon_format::{FunctionAttributes, KernelNode, Node, PointerParam};
 
     use super::*;
 

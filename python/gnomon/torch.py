@@ -40,6 +40,8 @@ _CUBLAS_REPRODUCIBLE = ":4096:8"
 _bitwise = False
 #: The arena's range and PyTorch's pools in it, once ``use_arena`` ran.
 _arena = {}
+#: Whether ``export`` was entered: a failure after it is no longer the program's alone.
+_exporting = False
 
 #: The PyTorch the kit was qualified with (on the H200 runner, CUDA 13.0).
 TESTED_TORCH = "2.11"
@@ -230,7 +232,7 @@ def _capture_into_arena(graph_class):
     ``keep_graph`` in ``__init__`` (its ``__new__`` passes it on to a base that ignores it).
     Each replay notes how far it advanced the default CUDA generator's offset (PyTorch
     advances it by the graph's whole-graph increment, 0 where the graph draws nothing):
-    what a core must advance its offset by per launch (``_generated``)."""
+    what a core must advance its offset by per launch (``_host_generator``)."""
     capture_begin, init, replay = graph_class.capture_begin, graph_class.__init__, graph_class.replay
 
     def capture_begin_in_arena(self, pool=None, *args, **kwargs):
@@ -268,7 +270,7 @@ def _generator_offset():
         return None
 
 
-def _generated(graphs):
+def _host_generator(graphs):
     """The default generator's seed, the offset its next replay would write, and how far
     each of ``graphs`` ({name: CUDAGraph}) advanced it per replay (``None``: never
     replayed under the kit), for the export to find the templates that draw."""
@@ -529,7 +531,8 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     from . import __version__
 
     torch.cuda.synchronize()
-    _arena["exported"] = True  # what fails from here on is the kit's, or after its export
+    global _exporting
+    _exporting = True  # what fails from here on is the kit's, or after its export
     named = (_named(weights, "weight") + _named(inputs, "input")
              + _named(outputs, "output") + _named(kv_cache, "kv-cache"))
     handles = [(name, g.raw_cuda_graph()) for name, g in graphs.items()]
@@ -541,7 +544,7 @@ def export(graphs, out, weights=(), inputs=(), outputs=(), kv_cache=(), flags=0,
     outside = _outside(snapshot, _arena["base"], _arena["size"]) if _arena else []
     summary = json.loads(_native.export(os.fspath(out), handles, named, blocks, outside, flags, parse_size(shard_cap),
                                         __version__, figures, (launches, quiet_launches, max_launches), bitwise,
-                                        progress, _generated(graphs) if _arena else (0, 0, [])))
+                                        progress, _host_generator(graphs) if _arena else (0, 0, [])))
     others = summary.get("other-gpu-processes") or []
     if others:
         said = ", ".join(f"pid {p['pid']} ({p['name']}) on GPU {p['gpu']}" for p in others)
@@ -648,7 +651,7 @@ def _run_script(argv):
     except Exception as e:
         # The program's own failure, before any export: where it compiled with CUDA graph
         # trees, say why Inductor skipped graphs, so the user knows where to look.
-        if "skips" in _arena and "exported" not in _arena and not isinstance(e, _refusals()):
+        if "skips" in _arena and not _exporting and not isinstance(e, _refusals()):
             print(f"gnomon.torch: {argv[0]} failed in PyTorch before it exported anything ({type(e).__name__}: "
                   f"{e}); {_skips_said()}", file=sys.stderr, flush=True)
         raise

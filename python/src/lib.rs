@@ -175,10 +175,10 @@ type Outside = Vec<(u64, u64, String)>;
 
 /// Exports graphs (name, raw `CUgraph`) as a core at `out`; returns what it did as JSON.
 /// `blocks` divides the arena's segments as PyTorch's caching allocator does; no node may
-/// point into `outside`. `generated` is the default CUDA generator's seed, its next
+/// point into `outside`. `generator` is the default CUDA generator's seed, its next
 /// offset, and by how much each graph's replay advanced it (`None`: never replayed).
 #[pyfunction]
-#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise, progress, generated))]
+#[pyo3(signature = (out, graphs, tensors_named, blocks, outside, flags, shard_cap, producer_version, producer_seconds, launches, bitwise, progress, generator))]
 #[allow(clippy::too_many_arguments)]
 fn export(
     out: PathBuf,
@@ -193,7 +193,7 @@ fn export(
     launches: (u32, u32, u32),
     bitwise: bool,
     progress: bool,
-    generated: (u64, u64, Vec<(String, Option<u64>)>),
+    generator: (u64, u64, Vec<(String, Option<u64>)>),
 ) -> PyResult<String> {
     gnomon_core::progress::set_quiet(!progress);
     let recorder = lock(&RECORDER);
@@ -226,9 +226,9 @@ fn export(
                 bitwise,
                 ranks: set.as_ref(),
                 generator: HostGenerator {
-                    seed: generated.0,
-                    next_offset: generated.1,
-                    increments: generated.2.into_iter().collect(),
+                    seed: generator.0,
+                    next_offset: generator.1,
+                    increments: generator.2.into_iter().collect(),
                 },
             };
             let exported = live::export(&ctx, mapping, &allocations, recorder, request).map_err(error)?;

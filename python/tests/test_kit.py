@@ -264,6 +264,11 @@ def test_a_program_that_fails_after_skipping_cuda_graphs_is_said_to_have_failed_
     said = capsys.readouterr().err
     assert "recipe.py failed in PyTorch before it exported anything (RuntimeError: accessing tensor" in said
     assert said.rstrip().endswith("Inductor skipped CUDA graphs 1 x skipping cudagraphs due to mutated inputs")
+    monkeypatch.setattr(gt, "_exporting", True)
+    with pytest.raises(RuntimeError, match="overwritten"):
+        gt._run_script([str(script)])
+    assert capsys.readouterr().err == "", "a failure once export was entered is not the program's alone"
+    monkeypatch.setattr(gt, "_exporting", False)
     script.write_text("from gnomon import graph_trees\nraise graph_trees.Refused('a tree the kit cannot map')\n")
     with pytest.raises(graph_trees.Refused):
         gt._run_script([str(script)])
@@ -461,7 +466,7 @@ def test_replays_tell_the_export_how_far_each_graph_advances_the_generator(monke
     capturing.replay()
     torch.generator.capturing = False
     graphs = {"noise": drawing, "argmax": quiet, "never": unreplayed, "capturing": capturing}
-    assert gt._generated(graphs) == (5074827910873101, 36, [("noise", 8), ("argmax", 0), ("never", None),
+    assert gt._host_generator(graphs) == (5074827910873101, 36, [("noise", 8), ("argmax", 0), ("never", None),
                                                              ("capturing", None)])
 
 

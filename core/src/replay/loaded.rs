@@ -170,10 +170,10 @@ impl LoadedState {
 
     /// The 64-bit word at `at` as the arena holds it now.
     pub fn read_word(&self, at: &BufferRef) -> Result<u64, ReplayError> {
-        let word = self.word_address(at)?;
+        let (word, mut bytes) = (self.word_address(at)?, [0u8; 8]);
         // SAFETY: as in `draw`.
-        let bytes = unsafe { self.ctx.read(word, 8) }?;
-        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| CudaError::Unsupported("a short read".into()))?))
+        unsafe { self.ctx.read_into(word, &mut bytes) }?;
+        Ok(u64::from_le_bytes(bytes))
     }
 
     /// The device address of the whole 64-bit word `at` names, or why there is none.
