@@ -174,8 +174,69 @@ def _graph_trees_in_arena(torch):
             torch.cuda.graph_pool_handle = handle
 
     cudagraph_trees.CUDAGraphTreeManager.__init__ = init_in_arena
+    _keep_last_inputs(cudagraph_trees)
     _arena["skips"] = []
     _note_skips(sys.modules, _arena["skips"])
+
+
+#: Mutated state up to this size is kept as each replay found it: a step counter read as an
+#: index (transformers' static cache counts the tokens it holds) must not stand one past the
+#: last step, where a further launch indexes past the cache. Larger state (the cache itself)
+#: is kept as the last replay left it, which that step, launched again, writes alike.
+SMALL_STATE = 64 << 10
+
+
+def _keep_last_inputs(cudagraph_trees):
+    """Has each tree node keep a host copy of what its latest replay started from: the
+    inputs it copied in and its small mutated state. Inductor's own copies of the inputs
+    lie in the node's pool, where the graph's later kernels write (the allocator gave their
+    blocks to later tensors during capture), so after a replay they hold other bytes;
+    ``export_graph_trees`` puts both back before the snapshot, so that a launch of the core
+    is that replay."""
+    copy = cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src
+    expanded = cudagraph_trees.index_expanded_dims
+
+    def copy_and_keep(self, dsts, srcs):
+        copy(self, dsts, srcs)
+        inputs = {i: expanded(dsts[i], self.expanded_dims[i]) for i in self.non_static_input_idx}
+        state = {i: dsts[i] for i in self.wrapped_function.mutated_input_idxs if i not in inputs}
+        self.gnomon_last_inputs = {i: _on_host(t) for i, t in {**inputs, **state}.items()
+                                   if hasattr(t, "data_ptr") and (i in inputs or t.nbytes <= SMALL_STATE)}
+
+    cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src = copy_and_keep
+
+
+def _span(tensor):
+    """The elements of `tensor`'s storage from its first to its last, as one dense view:
+    the bytes a strided or expanded tensor reads, copied in one piece."""
+    last = sum((n - 1) * s for n, s in zip(tensor.size(), tensor.stride()) if n > 0)
+    return tensor.as_strided((last + 1 if tensor.numel() else 0,), (1,), tensor.storage_offset())
+
+
+def _on_host(tensor):
+    """A copy of `tensor`'s span in page-locked host memory, made in stream order: a device
+    copy would be allocated in the tree's pool, where Inductor counts every live tensor."""
+    torch = _torch()
+    span = _span(tensor)
+    # The device named here: the caller may run under a CUDA default device.
+    return torch.empty(span.size(), dtype=span.dtype, device="cpu", pin_memory=True).copy_(span, non_blocking=True)
+
+
+def _put_back_last_inputs(node, template, restored):
+    """Writes what `node`'s latest replay started from (see ``_keep_last_inputs``) back
+    into its inputs and small state (``graph_trees.put_back`` says which). State that
+    several nodes write is put back as the first (a parent before its children) found it;
+    `restored` holds the addresses already written."""
+    from torch._inductor.cudagraph_trees import index_expanded_dims
+
+    from . import graph_trees
+
+    kept = getattr(node, "gnomon_last_inputs", {})
+    for i in graph_trees.put_back(template, kept):
+        tensor = index_expanded_dims(node.reconstructed_inputs[i], node.expanded_dims[i])
+        if tensor.data_ptr() not in restored:
+            _span(tensor).copy_(kept[i], non_blocking=True)
+            restored.add(tensor.data_ptr())
 
 
 #: The function Inductor calls with each reason it compiles a graph without CUDA graphs.
@@ -575,11 +636,13 @@ def export_graph_trees(out, weights=None, **options):
         node = pending.pop()
         nodes[node.id.id] = node
         pending += [c for children in node.children.values() for c in children]
-    names = {t.data_ptr(): n for n, t in (weights.named_parameters() if weights is not None else ())}
+    named = (*weights.named_parameters(), *weights.named_buffers()) if weights is not None else ()
+    names = {t.data_ptr(): n for n, t in named}
     vocabulary = getattr(getattr(weights, "config", None), "vocab_size", None)
-    graphs, roles = {}, {"input": {}, "weight": {}, "state": {}, "output": {}}
+    graphs, roles, restored = {}, {"input": {}, "weight": {}, "state": {}, "output": {}}, set()
     for template in graph_trees.plan(graph_trees.describe(manager, torch.__version__)):
         node = nodes[template["graph"]]
+        _put_back_last_inputs(node, template, restored)
         graphs[template["name"]] = node.graph
         for i in template["inputs"]:
             tensor = node.reconstructed_inputs[i["index"]]
@@ -591,7 +654,9 @@ def export_graph_trees(out, weights=None, **options):
         logits = len(produced) == 1 and vocabulary is not None and produced[0].shape[-1] == vocabulary
         roles["output"][template["name"]] = {("logits" if logits else f"out{o['index']}"): t
                                              for o, t in zip(template["outputs"], produced)}
-    held = list(roles["input"].values()) + [t for o in roles["output"].values() for t in o.values()]
+    # Inductor's input copies and outputs, and state whose owner is gone (transformers drops
+    # generate's static cache when it returns), lie in blocks its allocator counts as free.
+    held = [*roles["input"].values(), *roles["state"].values(), *(t for o in roles["output"].values() for t in o.values())]
     return export(graphs, out, weights=roles["weight"], inputs=roles["input"], outputs=roles["output"],
                   kv_cache=roles["state"], held=held, **options)
 

@@ -163,3 +163,20 @@ def test_a_tree_that_recorded_nothing_is_refused_with_where_to_look():
     tree["nodes"] = []
     with pytest.raises(graph_trees.Refused, match="recorded no graph.*TORCH_LOGS=cudagraphs"):
         graph_trees.plan(tree)
+
+
+def test_every_input_and_the_kept_state_are_put_back_as_the_last_replay_found_them_never_a_weight():
+    [template] = graph_trees.plan(recorded("qwen3"))
+    said = roles(template)
+    state, weight = said["state"][0], said["weight"][0]
+    kept = set(said["input"]) | {state, weight}
+    assert graph_trees.put_back(template, kept) == sorted(set(said["input"]) | {state})
+    # State too large to keep each replay (the cache itself) stays as the last replay left it.
+    assert graph_trees.put_back(template, set(said["input"])) == said["input"]
+
+
+def test_a_node_recorded_but_never_replayed_is_refused_naming_the_inputs_not_known():
+    [template] = graph_trees.plan(recorded("qwen3"))
+    first, *rest = [t for t in template["inputs"] if t["role"] == "input"]
+    with pytest.raises(graph_trees.Refused, match=rf"never replayed, so the inputs it reads \({first['placeholder']}\)"):
+        graph_trees.put_back(template, {t["index"] for t in rest})
