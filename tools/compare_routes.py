@@ -35,6 +35,8 @@ def table(rows):
 
 
 def main(paths):
+    if len(paths) < 2:
+        sys.exit("compare_routes: give the files of two routes or more")
     saved = [torch.load(p) for p in paths]
     if len({tuple(s["sequences"].shape) for s in saved}) != 1:
         sys.exit("compare_routes: the routes generated sequences of different shapes")

@@ -14,6 +14,7 @@ site=$(mktemp -d) cores=$(mktemp -d) work=$(mktemp -d)
 python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$wheels"/gnomon-*.whl
 export PYTHONPATH=$site PATH=$site/bin:$PATH PYTHONUNBUFFERED=1
 mkdir -p "$out"
+trap 'tar -C "$work" -czf "$out/routes.tar.gz" .' EXIT  # whatever the outcome
 status=0
 for route in trees eager compiled; do
   TORCH_LOGS=cudagraphs python3 -m gnomon.torch python/ports/hf_generate.py --model "$model" --route "$route" \
@@ -35,5 +36,4 @@ print(f"{route}: exit {rc}, export-s {export.get('export-s', '-')}, "
 PY
 done
 python3 tools/compare_routes.py "$work"/{trees,eager,compiled}.pt | tee "$work/compare.md" || { [ "$status" -ne 0 ] || status=1; }
-tar -C "$work" -czf "$out/routes.tar.gz" .
 exit "$status"

@@ -191,13 +191,15 @@ def plan(description):
 
 def put_back(template, kept):
     """Which of `template`'s inputs to write back as its node's latest replay found them
-    before the snapshot, so that a launch of the core is that replay: each of its inputs
+    before the snapshot, so that a launch of the core is that replay: each tensor input
     (Inductor's copies of them are overwritten by the graph's later kernels) and each state
     the kit `kept` (the indices it copied, only small state among them), never a weight.
-    Refused where an input was not kept: the node was recorded but never replayed."""
-    missing = [i["placeholder"] for i in template["inputs"] if i["role"] == "input" and i["index"] not in kept]
+    Refused where a tensor input was not kept: the node was recorded before the kit
+    watched the tree (``use_arena(..., graph_trees=True)`` comes first)."""
+    tensors = [i for i in template["inputs"] if "address" in i]
+    missing = [i["placeholder"] for i in tensors if i["role"] == "input" and i["index"] not in kept]
     if missing:
-        raise Refused(f"graph {template['graph']} ({template['name']}): it was recorded but never replayed, so the "
-                      f"inputs it reads ({', '.join(missing)}) are not known; run the step once more before export")
-    return [i["index"] for i in template["inputs"] if i["role"] in ("input", "state") and i["index"] in kept]
-
+        raise Refused(f"graph {template['graph']} ({template['name']}): the inputs its last replay read "
+                      f"({', '.join(missing)}) were not kept; call use_arena(..., graph_trees=True) before the "
+                      f"step is first compiled")
+    return [i["index"] for i in tensors if i["role"] in ("input", "state") and i["index"] in kept]

@@ -187,8 +187,9 @@ SMALL_STATE = 64 << 10
 
 
 def _keep_last_inputs(cudagraph_trees):
-    """Has each tree node keep a host copy of what its latest replay started from: the
-    inputs it copied in and its small mutated state. Inductor's own copies of the inputs
+    """Has each tree node keep a host copy of what its latest replay (or its recording)
+    started from: the inputs it copied in and its small mutated state, one page-locked
+    copy each per replay, ordered on the replay's stream. Inductor's own copies of the inputs
     lie in the node's pool, where the graph's later kernels write (the allocator gave their
     blocks to later tensors during capture), so after a replay they hold other bytes;
     ``export_graph_trees`` puts both back before the snapshot, so that a launch of the core
@@ -201,9 +202,16 @@ def _keep_last_inputs(cudagraph_trees):
         inputs = {i: expanded(dsts[i], self.expanded_dims[i]) for i in self.non_static_input_idx}
         state = {i: dsts[i] for i in self.wrapped_function.mutated_input_idxs if i not in inputs}
         self.gnomon_last_inputs = {i: _on_host(t) for i, t in {**inputs, **state}.items()
-                                   if hasattr(t, "data_ptr") and (i in inputs or t.nbytes <= SMALL_STATE)}
+                                   if hasattr(t, "data_ptr") and (i in inputs or _small_and_dense(t))}
 
     cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src = copy_and_keep
+
+
+def _small_and_dense(tensor):
+    """State kept each replay: at most ``SMALL_STATE`` bytes, and no gaps in its span (put
+    back whole, a gap would take bytes another tensor may have written since)."""
+    span = _span(tensor)
+    return span.numel() == tensor.numel() and span.numel() * span.element_size() <= SMALL_STATE
 
 
 def _span(tensor):
@@ -640,6 +648,7 @@ def export_graph_trees(out, weights=None, **options):
     names = {t.data_ptr(): n for n, t in named}
     vocabulary = getattr(getattr(weights, "config", None), "vocab_size", None)
     graphs, roles, restored = {}, {"input": {}, "weight": {}, "state": {}, "output": {}}, set()
+    torch.cuda.synchronize()  # the kept copies were made on the streams the tree replayed on
     for template in graph_trees.plan(graph_trees.describe(manager, torch.__version__)):
         node = nodes[template["graph"]]
         _put_back_last_inputs(node, template, restored)

@@ -83,7 +83,10 @@ def main():
         if a.route == "trees":
             for _ in range(2):
                 sequences, saved["generate"], cache = generated(model, ids, a.new_tokens)
-            del cache  # as the recipe drops it: its blocks are free when the export reads the tree
+                # Dropped as the recipe drops it: the next call's cache takes its blocks (at
+                # other addresses Inductor would record the step again), and the export
+                # finds the last one's free.
+                del cache
             summary = gt.export_graph_trees(a.out, weights=model)
         else:
             sequences, saved["generate"], cache = generated(model, ids, a.new_tokens, disable_compile=True)

@@ -175,8 +175,17 @@ def test_every_input_and_the_kept_state_are_put_back_as_the_last_replay_found_th
     assert graph_trees.put_back(template, set(said["input"])) == said["input"]
 
 
-def test_a_node_recorded_but_never_replayed_is_refused_naming_the_inputs_not_known():
+def test_a_node_whose_inputs_were_not_kept_is_refused_naming_them():
     [template] = graph_trees.plan(recorded("qwen3"))
     first, *rest = [t for t in template["inputs"] if t["role"] == "input"]
-    with pytest.raises(graph_trees.Refused, match=rf"never replayed, so the inputs it reads \({first['placeholder']}\)"):
+    with pytest.raises(graph_trees.Refused, match=rf"the inputs its last replay read \({first['placeholder']}\) were "
+                                                  r"not kept; call use_arena\(\.\.\., graph_trees=True\)"):
         graph_trees.put_back(template, {t["index"] for t in rest})
+
+
+def test_a_scalar_input_is_never_put_back_nor_asked_for():
+    [template] = graph_trees.plan(recorded("qwen3"))
+    inputs = [t for t in template["inputs"] if t["role"] == "input"]
+    scalar = {k: v for k, v in inputs[0].items() if k not in ("address", "shape", "stride", "dtype")}
+    template["inputs"] = [dict(scalar, scalar="5"), *template["inputs"][1:]]
+    assert inputs[0]["index"] not in graph_trees.put_back(template, {t["index"] for t in inputs[1:]})
