@@ -11,7 +11,15 @@ use crate::Report;
 
 /// Writes `report.json`, `report.md` and `junit.xml` into `dir`, each atomically.
 pub fn write_all(report: &Report, dir: &std::path::Path) -> std::io::Result<()> {
-    crate::write_atomically(&dir.join("report.json"), report.to_json().as_bytes())?;
-    crate::write_atomically(&dir.join("report.md"), markdown(report).as_bytes())?;
-    crate::write_atomically(&dir.join("junit.xml"), junit(report).as_bytes())
+    write_files(&files(report), dir)
+}
+
+/// A report's files by name, as [`write_all`] writes them.
+pub fn files(report: &Report) -> [(&'static str, String); 3] {
+    [("report.json", report.to_json()), ("report.md", markdown(report)), ("junit.xml", junit(report))]
+}
+
+/// Writes rendered `files` into `dir` in their order, each atomically.
+pub fn write_files(files: &[(&str, String)], dir: &std::path::Path) -> std::io::Result<()> {
+    files.iter().try_for_each(|(name, text)| crate::write_atomically(&dir.join(name), text.as_bytes()))
 }
