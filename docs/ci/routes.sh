@@ -3,8 +3,8 @@
 #   docs/ci/routes.sh WHEEL_DIR OUT_DIR
 # MODEL (qwen3) at batch 1 from the same seeded weights and prompt, by each route of
 # python/ports/hf_generate.py (graph trees, the step eager or compiled and captured by hand),
-# exported and qualified once; tools/compare_routes.py compares their logits, and each
-# route's export and restore seconds are printed. The recipe itself, 3 exports x 3
+# exported and qualified once; tools/compare_routes.py prints each route's export and
+# restore seconds and compares their logits. The recipe itself, 3 exports x 3
 # qualifications per model and batch: docs/ci/repeat.sh WHEEL_DIR OUT_DIR 3 3
 # hf-generate-b1-qwen3 hf-generate-b2-qwen3 … (ports.sh). Logs, summaries, reports and the
 # comparison go to OUT_DIR/routes.tar.gz; the exit status is the first failing step's.
@@ -21,19 +21,8 @@ for route in trees eager compiled; do
     --out "$cores/$route" --summary "$work/$route-export.json" --logits "$work/$route.pt" > "$work/$route-export.log" 2>&1 &&
     gnomon qualify "$cores/$route" --report-dir "$work/$route-qualify" > "$work/$route-qualify.log" 2>&1
   rc=$?
+  echo "$route: exit $rc"
   [ "$status" -ne 0 ] || status=$rc
-  python3 - "$route" "$rc" "$work/$route-export.json" "$work/$route-qualify/report.json" <<'PY'
-import json, sys
-def read(path):
-    try:
-        return json.load(open(path))
-    except (OSError, ValueError):
-        return {}
-route, rc, export, report = sys.argv[1], sys.argv[2], read(sys.argv[3]), read(sys.argv[4])
-restore = next((c["metrics"] for c in report.get("cases", []) if c["id"].endswith("/restore")), {})
-print(f"{route}: exit {rc}, export-s {export.get('export-s', '-')}, "
-      f"restore-total-s {restore.get('restore-total-s', {}).get('value', '-')}")
-PY
 done
-python3 tools/compare_routes.py "$work"/{trees,eager,compiled}.pt | tee "$work/compare.md" || { [ "$status" -ne 0 ] || status=1; }
+python3 tools/compare_routes.py "$work" | tee "$work/compare.md" || { [ "$status" -ne 0 ] || status=1; }
 exit "$status"
