@@ -77,6 +77,8 @@ pub fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -
         measured("restore-first-launch-s", report.first_launch_s, "s"),
         measured("restore-launch-kernels-s", report.kernels_s, "s"),
         measured("restore-launch-overhead-s", (stage(Stage::Launch) - report.kernels_s).max(0.0), "s"),
+        measured("outputs-read-bytes", report.output_traffic.read_bytes as f64, "B"),
+        measured("outputs-compared-on-device-bytes", report.output_traffic.summed_bytes as f64, "B"),
         measured("graphs", m.templates.len() as f64, "1"),
         measured("nodes", nodes as f64, "1"),
         measured("edges", m.templates.iter().map(|t| t.edges.len()).sum::<usize>() as f64, "1"),

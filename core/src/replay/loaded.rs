@@ -223,6 +223,11 @@ impl LoadedState {
         unsafe { checksummer.checksums(&ranges) }
     }
 
+    /// The bytes of the buffers `names` names, together.
+    pub(super) fn bytes_of(&self, names: &[&str]) -> Result<u64, ReplayError> {
+        names.iter().try_fold(0u64, |sum, name| Ok(sum.saturating_add(self.buffer(name)?.size)))
+    }
+
     pub(super) fn address(&self, b: &Buffer) -> u64 {
         self.base + b.offset
     }

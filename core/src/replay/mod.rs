@@ -14,6 +14,7 @@ mod checksum;
 mod draws;
 mod floors;
 mod loaded;
+mod outputs;
 mod ranks;
 mod rebuild;
 mod speed;
@@ -28,6 +29,7 @@ use bytesize::ByteSize;
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::{LoadedState, Scope, Scoping};
+pub use outputs::OutputTraffic;
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, TIMED_LAUNCHES};
@@ -37,9 +39,8 @@ pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 
 use gnomon_format::{
     contract::ReplayPlan,
-    digest::sha256_each,
     validate::{recorded_flags, Core},
-    Buffer, BufferContents, BufferRole, Expectation, Manifest, Speed,
+    Buffer, BufferContents, BufferRole, Manifest, Speed,
 };
 
 use crate::{
@@ -85,6 +86,8 @@ pub struct ReplayReport {
     /// One more launch of each template after the undefined buffers were poisoned with
     /// [`SECOND_POISON`], when asked for ([`Launches::again_under_second_poison`]).
     pub repoisoned: Vec<OutputCheck>,
+    /// What reading the outputs of every launch cost, those under the second poison too.
+    pub output_traffic: OutputTraffic,
     /// Each template with a recorded speed, timed as it was, when asked for
     /// ([`Launches::timed`]).
     pub speeds: Vec<(String, Speed)>,
@@ -240,7 +243,7 @@ fn restore_and_launch(
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let restored = Restored { ctx, core, arena: &arena, plan: &plan, checksummer: &checksummer, ranks: ranks.as_ref() };
-    let launched = launch_all(&restored, launches.each.max(1), "replay: launches", stages)?;
+    let launched = launch_all(&restored, launches.each.max(1), None, "replay: launches", stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || time_recorded(&restored))?,
@@ -251,16 +254,18 @@ fn restore_and_launch(
         true => stages.time(Stage::Draws, || draws::launch_draws(m, &arena, plan.executables(), &ctx.stream()?))?,
         false => Vec::new(),
     };
-    let mut repoisoned = Vec::new();
+    let (mut repoisoned, mut traffic) = (Vec::new(), launched.traffic);
     if launches.again_under_second_poison {
         // Timed apart: this launch is a check of the core, not part of the restore.
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
-        repoisoned =
-            launch_all(&restored, 1, "replay: launches under a second poison", &mut Stages::default())?.outputs;
+        let under = "replay: launches under a second poison";
+        let again = launch_all(&restored, 1, Some(&launched), under, &mut Stages::default())?;
+        traffic += again.traffic;
+        repoisoned = again.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
     }
-    let Launched { outputs, first_launch_s, kernels_s } = launched;
+    let Launched { outputs, first_launch_s, kernels_s, .. } = launched;
     let (building_s, ready_s, modules_s) = (stages.building_s, stages.ready_s, stages.modules_s);
     let executables_bytes = stages.executables_bytes;
     let host_peaks = std::mem::take(&mut stages.peaks);
@@ -269,6 +274,7 @@ fn restore_and_launch(
         stages,
         outputs,
         repoisoned,
+        output_traffic: traffic,
         speeds,
         draws,
         uploaded,
@@ -635,20 +641,30 @@ struct Restored<'r> {
     ranks: Option<&'r ranks::Ranks>,
 }
 
-/// What [`launch_all`] gives back: the outputs, and launch times in seconds by CUDA
-/// events (the first launch, and all of them).
+/// What [`launch_all`] gives back: the outputs, each template's first launch among them,
+/// what reading them cost, and launch times in seconds by CUDA events (the first launch,
+/// and all of them).
 struct Launched {
     outputs: Vec<OutputCheck>,
+    firsts: outputs::FirstLaunches,
+    traffic: OutputTraffic,
     first_launch_s: f64,
     kernels_s: f64,
 }
 
 /// Launches each template `launches` times, each from the core's initial state of the
-/// writable buffers, digests its outputs, and checks once, after the last launch, that no
-/// weight changed (a check reads every weight: one per launch would cost more than the
-/// restore). A rank of a set with peers launches with the others: all reset, then all
-/// launch, then all finish, before anyone resets again.
-fn launch_all(r: &Restored, launches: u32, stage: &'static str, stages: &mut Stages) -> Result<Launched, ReplayError> {
+/// writable buffers, reads its outputs ([`outputs::OutputReader`]: later launches, and all
+/// of a pass compared with an `earlier` one, by device sums), and checks once, after the
+/// last launch, that no weight changed (a check reads every weight: one per launch would
+/// cost more than the restore). A rank of a set with peers launches with the others: all
+/// reset, then all launch, then all finish, before anyone resets again.
+fn launch_all(
+    r: &Restored,
+    launches: u32,
+    earlier: Option<&Launched>,
+    stage: &'static str,
+    stages: &mut Stages,
+) -> Result<Launched, ReplayError> {
     let Restored { ctx, core, arena, plan, checksummer, ranks } = *r;
     let (m, stream) = (core.manifest(), ctx.stream()?);
     let total = m.templates.len() as u64 * u64::from(launches);
@@ -656,7 +672,13 @@ fn launch_all(r: &Restored, launches: u32, stage: &'static str, stages: &mut Sta
     let weights = stages.time(Stage::WeightsCheck, || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
-    let mut outputs = Vec::new();
+    let (mut outputs, mut firsts, mut traffic) = (Vec::new(), outputs::FirstLaunches::default(), OutputTraffic::default());
+    let reader = outputs::OutputReader {
+        arena,
+        checksummer,
+        stream: &stream,
+        earlier: earlier.map(|e| (e.outputs.as_slice(), &e.firsts)),
+    };
     let expected = m.expectations_by_template();
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))
@@ -674,9 +696,9 @@ fn launch_all(r: &Restored, launches: u32, stage: &'static str, stages: &mut Sta
         with_peers(ranks, &stream, stages)?;
         first_launch.get_or_insert(launched as f64 / 1e3);
         kernels_ms += launched as f64;
-        stages.time(Stage::ReadOutputs, || {
-            read_outputs(expected.get(template.name.as_str()).copied(), arena, launch, &mut outputs)
-        })?;
+        if let Some(e) = expected.get(template.name.as_str()) {
+            stages.time(Stage::ReadOutputs, || reader.read(e, launch, &mut outputs, &mut firsts, &mut traffic))?;
+        }
         progress.advance(1);
     }
     progress.finish();
@@ -685,39 +707,14 @@ fn launch_all(r: &Restored, launches: u32, stage: &'static str, stages: &mut Sta
         changed if changed.is_empty() => Ok(()),
         changed => Err(weights.writer(core, ctx, arena, plan, &changed, &stream)),
     })?;
-    Ok(Launched { outputs, first_launch_s: first_launch.unwrap_or(0.0), kernels_s: kernels_ms / 1e3 })
+    let (first_launch_s, kernels_s) = (first_launch.unwrap_or(0.0), kernels_ms / 1e3);
+    Ok(Launched { outputs, firsts, traffic, first_launch_s, kernels_s })
 }
 
 /// A rank of a set waits, once its stream is idle, until every other rank is as far.
 fn with_peers(ranks: Option<&ranks::Ranks>, stream: &Stream, stages: &mut Stages) -> Result<(), ReplayError> {
     let Some(ranks) = ranks else { return Ok(()) };
     stages.time(Stage::RankSync, || ranks.sync_after(stream))
-}
-
-/// Digests every output of a template's expectation after its `launch`-th launch, read
-/// back one after another and hashed together on the host's cores; keeps the bytes of the
-/// first launch, and of every launch of an output that varies (judged within a tolerance
-/// when its digest is none the original run gave).
-fn read_outputs(
-    expectation: Option<&Expectation>,
-    arena: &LoadedState,
-    launch: u32,
-    outputs: &mut Vec<OutputCheck>,
-) -> Result<(), ReplayError> {
-    let Some(e) = expectation else { return Ok(()) };
-    let read = e.outputs.iter().map(|o| arena.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
-    let digests = sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>());
-    for ((o, bytes), actual_sha256) in e.outputs.iter().zip(read).zip(digests) {
-        outputs.push(OutputCheck {
-            template: e.template.clone(),
-            buffer: o.buffer.clone(),
-            launch,
-            expected_sha256: o.sha256.clone(),
-            actual_sha256,
-            bytes: if launch == 0 || o.variation.is_some() { bytes } else { Vec::new() },
-        });
-    }
-    Ok(())
 }
 
 /// The weights as loaded, by a checksum of each, and the check that sums them again.
