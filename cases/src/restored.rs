@@ -101,6 +101,12 @@ pub fn replay_metrics(core: &Core, report: &ReplayReport, stages: &StageTimes) -
             .map(|(stage, bytes)| measured(&format!("peak-host-rss-{stage}-bytes"), *bytes as f64, "B")),
     );
     metrics.extend(opening_metrics(core.opening()));
+    if !report.speeds.speeds.is_empty() {
+        metrics.extend([
+            measured("restore-speed-scoping-s", report.speeds.scoping_s, "s"),
+            measured("speed-retimed-templates", report.speeds.retimed.len() as f64, "1"),
+        ]);
+    }
     // Modules load and templates are built and instantiated during the upload: the
     // stages are what the restore waited for after it, these their own times.
     let (rebuilt, ready) = (rebuilt(report), report.ready_s);

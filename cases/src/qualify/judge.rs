@@ -292,7 +292,7 @@ fn judge_replay(
     let agreements = Agreements::of(core, profile.rule).map_err(|e| format!("the core's varying outputs: {e}"))?;
     let reference = Reference { within: &reference, differences: &|o| reference_differences(core, report, o) };
     judge_templates(v, &facts, &launched, &agreements, &reference);
-    judge_speeds(v, core.manifest(), &report.speeds);
+    judge_speeds(v, core.manifest(), &report.speeds.speeds);
     v.set(&CoreCase::RandomDraws, draws::judged(core.manifest(), &report.draws));
     let (mut metrics, restored) = replay_metrics(core, report, &stages);
     metrics.extend(start_metrics(started));

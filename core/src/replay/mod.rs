@@ -32,7 +32,7 @@ pub use loaded::{LoadedState, Scope, Scoping};
 pub use outputs::OutputTraffic;
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
-pub use speed::{time_launches, TIMED_LAUNCHES};
+pub use speed::{time_launches, SpeedsTimed, TIMED_LAUNCHES};
 pub use stage::Stage;
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
@@ -40,7 +40,7 @@ pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 use gnomon_format::{
     contract::ReplayPlan,
     validate::{recorded_flags, Core},
-    Buffer, BufferContents, BufferRole, Manifest, Speed,
+    Buffer, BufferContents, BufferRole, Manifest,
 };
 
 use crate::{
@@ -90,7 +90,7 @@ pub struct ReplayReport {
     pub output_traffic: OutputTraffic,
     /// Each template with a recorded speed, timed as it was, when asked for
     /// ([`Launches::timed`]).
-    pub speeds: Vec<(String, Speed)>,
+    pub speeds: SpeedsTimed,
     /// Each drawing template's outputs after the launches the producing program's next
     /// replays would make (the core's `generators`), when asked for ([`Launches::draws`]).
     pub draws: Vec<OutputCheck>,
@@ -246,8 +246,8 @@ fn restore_and_launch(
     let launched = launch_all(&restored, launches.each.max(1), None, "replay: launches", stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
-        true => stages.time(Stage::Speed, || time_recorded(&restored))?,
-        false => Vec::new(),
+        true => stages.time(Stage::Speed, || speed::time_recorded(&restored))?,
+        false => SpeedsTimed::default(),
     };
     // A rank's launches wait for its peers'; its exporter recorded no draws (refused).
     let draws = match launches.draws && ranks.is_none() {
@@ -287,31 +287,6 @@ fn restore_and_launch(
         host_peaks,
         arena,
     })
-}
-
-/// Each template whose expectation records a speed, timed as the exporter timed it: each
-/// launch after the writable buffers its first launch changed were put back ([`Scoping`]),
-/// or all of them where a launch was then seen to write elsewhere.
-fn time_recorded(restored: &Restored) -> Result<Vec<(String, Speed)>, ReplayError> {
-    let Restored { ctx, core, arena, plan, checksummer, .. } = *restored;
-    let (m, stream) = (core.manifest(), ctx.stream()?);
-    let expected = m.expectations_by_template();
-    let scoping = Scoping::new(arena, checksummer, &stream)?;
-    let mut progress = Progress::start("replay: speed", Unit::Items("templates"), m.templates.len() as u64);
-    let mut speeds = Vec::new();
-    for (template, exec) in m.templates.iter().zip(plan.executables()) {
-        if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
-            let scope = scoping.scope_of(arena, checksummer, exec, &stream)?;
-            let mut speed = time_launches(ctx, exec, arena, &scope, &stream, recorded.launches)?;
-            if scoping.strayed(arena, checksummer, &scope, &stream)? {
-                speed = time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?;
-            }
-            speeds.push((template.name.clone(), speed));
-        }
-        progress.advance(1);
-    }
-    progress.finish();
-    Ok(speeds)
 }
 
 /// The executables of a rebuild, or the stage that failed and why.
@@ -672,7 +647,8 @@ fn launch_all(
     let weights = stages.time(Stage::WeightsCheck, || Weights::loaded(m, arena, checksummer, &stream))?;
     let (start, end) = (ctx.event()?, ctx.event()?);
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
-    let (mut outputs, mut firsts, mut traffic) = (Vec::new(), outputs::FirstLaunches::default(), OutputTraffic::default());
+    let (mut outputs, mut firsts, mut traffic) =
+        (Vec::new(), outputs::FirstLaunches::default(), OutputTraffic::default());
     let reader = outputs::OutputReader {
         arena,
         checksummer,

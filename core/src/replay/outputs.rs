@@ -195,8 +195,10 @@ mod tests {
     fn an_output_whose_sum_is_the_first_launchs_is_that_launchs_and_others_are_read() {
         let e = expectation(&[false, false, true, true]);
         let got = alike_first(&first(&e), &[1, 2, 3, 4], &[1, 9, 3, 9], &e, 2);
-        let said: Vec<Option<(u32, String, usize)>> =
-            got.iter().map(|c| c.as_ref().map(|c| (c.launch, c.actual_sha256[..1].to_owned(), c.bytes.len()))).collect();
+        let said: Vec<Option<(u32, String, usize)>> = got
+            .iter()
+            .map(|c| c.as_ref().map(|c| (c.launch, c.actual_sha256[..1].to_owned(), c.bytes.len())))
+            .collect();
         // Alike and fixed: the first digest, no bytes (later launches are judged by digest);
         // alike and varying: the first launch's bytes too; a differing sum: read back.
         assert_eq!(said, [Some((2, "0".into(), 0)), None, Some((2, "2".into(), 8)), None]);

@@ -8,10 +8,13 @@
 //! replay every writable buffer of the core, restored templates of a few tens of µs timed
 //! 3-6 µs slower than their originals.
 
-use super::{LoadedState, Scope};
+use std::time::Instant;
+
+use super::{LoadedState, Restored, Scope, Scoping};
 use crate::{
     cuda::{Context, GraphExec, Stream},
     errors::ReplayError,
+    progress::{Progress, Unit},
 };
 use gnomon_format::Speed;
 
@@ -19,6 +22,53 @@ use gnomon_format::Speed;
 pub const TIMED_LAUNCHES: u32 = *gnomon_format::validate::SPEED_LAUNCHES.start();
 /// Launches before the timed ones, so caches and clocks have settled.
 const WARM_UP: u32 = 3;
+
+/// What timing a restore's templates found, and what finding their scopes cost.
+#[derive(Debug, Default)]
+pub struct SpeedsTimed {
+    /// Each template with a recorded speed, and its speed here.
+    pub speeds: Vec<(String, Speed)>,
+    /// The templates timed again with every writable buffer put back, their launches
+    /// having written outside the scope their first launch showed.
+    pub retimed: Vec<String>,
+    /// Seconds spent finding scopes and checking them afterwards (sums of every writable
+    /// buffer, twice per template), apart from the timed launches.
+    pub scoping_s: f64,
+}
+
+/// Each template whose expectation records a speed, timed as the exporter timed it: each
+/// launch after the writable buffers its first launch changed were put back ([`Scoping`]),
+/// or all of them where a launch was then seen to write elsewhere.
+pub(super) fn time_recorded(restored: &Restored) -> Result<SpeedsTimed, ReplayError> {
+    let Restored { ctx, core, arena, plan, checksummer, .. } = *restored;
+    let (m, stream) = (core.manifest(), ctx.stream()?);
+    let expected = m.expectations_by_template();
+    let mut timed = SpeedsTimed::default();
+    let scoping = adding_seconds(&mut timed.scoping_s, || Scoping::new(arena, checksummer, &stream))?;
+    let mut progress = Progress::start("replay: speed", Unit::Items("templates"), m.templates.len() as u64);
+    for (template, exec) in m.templates.iter().zip(plan.executables()) {
+        if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
+            let scope = adding_seconds(&mut timed.scoping_s, || scoping.scope_of(arena, checksummer, exec, &stream))?;
+            let mut speed = time_launches(ctx, exec, arena, &scope, &stream, recorded.launches)?;
+            if adding_seconds(&mut timed.scoping_s, || scoping.strayed(arena, checksummer, &scope, &stream))? {
+                speed = time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?;
+                timed.retimed.push(template.name.clone());
+            }
+            timed.speeds.push((template.name.clone(), speed));
+        }
+        progress.advance(1);
+    }
+    progress.finish();
+    Ok(timed)
+}
+
+/// What `f` gives, its wall seconds added to `seconds`.
+fn adding_seconds<T>(seconds: &mut f64, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = f();
+    *seconds += started.elapsed().as_secs_f64();
+    result
+}
 
 /// `launches` launches of `exec`, each after the writable buffers of `scope` were reset
 /// (not timed), after a warm-up. Every launch is enqueued behind the last and the host waits once, at the end,
