@@ -58,8 +58,11 @@ pub(super) struct OutputReader<'r> {
     pub(super) stream: &'r Stream,
     /// The pass whose first launches this pass is compared with (the launches under the
     /// second poison compare with the restore's).
-    pub(super) earlier: Option<(&'r [OutputCheck], &'r FirstLaunches)>,
+    pub(super) earlier: Option<Pass<'r>>,
 }
+
+/// A pass over the templates: the outputs it pushed and its first launches among them.
+pub(super) type Pass<'p> = (&'p [OutputCheck], &'p FirstLaunches);
 
 impl OutputReader<'_> {
     pub(super) fn read(
@@ -73,15 +76,9 @@ impl OutputReader<'_> {
         let names: Vec<&str> = e.outputs.iter().map(|o| o.buffer.as_str()).collect();
         let bytes = self.arena.bytes_of(&names)?;
         let summed = bytes >= SUMS_FROM_BYTES;
-        let first = match (launch, self.earlier) {
-            (0, None) => None,
-            (0, Some((earlier, earlier_firsts))) => earlier_firsts.by_template.get(&e.template).map(|f| (earlier, f)),
-            _ => firsts.by_template.get(&e.template).map(|f| (outputs.as_slice(), f)),
-        };
+        let first = first_to_compare(e, launch, (outputs, firsts), self.earlier);
         let alike = match first {
-            Some((list, FirstLaunch { at, sums: Some(first_sums) })) if summed => {
-                alike_first(&list[*at..*at + e.outputs.len()], first_sums, &self.sums(&names)?, e, launch)
-            }
+            Some((checks, first_sums)) if summed => alike_first(checks, first_sums, &self.sums(&names)?, e, launch),
             _ => vec![None; e.outputs.len()],
         };
         if launch == 0 && self.earlier.is_none() {
@@ -130,6 +127,25 @@ impl OutputReader<'_> {
         }
         Ok(read_bytes)
     }
+}
+
+/// The first launch `e`'s template's `launch` is held to, as its checks and device sums:
+/// for a later launch, the first of `this` pass; for the first launch of a pass compared
+/// with an `earlier` one, that pass's first; none for the first launch of a first pass
+/// (it is read), nor where the first launch was not summed.
+fn first_to_compare<'p>(
+    e: &Expectation,
+    launch: u32,
+    this: Pass<'p>,
+    earlier: Option<Pass<'p>>,
+) -> Option<(&'p [OutputCheck], &'p [u64])> {
+    let (checks, firsts) = match (launch, earlier) {
+        (0, None) => return None,
+        (0, Some(earlier)) => earlier,
+        _ => this,
+    };
+    let FirstLaunch { at, sums } = firsts.by_template.get(&e.template)?;
+    Some((checks.get(*at..*at + e.outputs.len())?, sums.as_deref()?))
 }
 
 /// For each output of a template's `launch`, its check when its device sum is the first
@@ -189,6 +205,30 @@ mod tests {
             bytes: vec![i as u8; 8],
         };
         e.outputs.iter().enumerate().map(check).collect()
+    }
+
+    #[test]
+    fn a_later_launch_is_held_to_its_passs_first_and_a_second_pass_to_the_first_passs() {
+        let e = expectation(&[false, false]);
+        let pass = |digit: &str, sums: Option<Vec<u64>>| {
+            let checks: Vec<OutputCheck> =
+                first(&e).into_iter().map(|c| OutputCheck { actual_sha256: digit.repeat(64), ..c }).collect();
+            let at = FirstLaunch { at: 0, sums };
+            (checks, FirstLaunches { by_template: HashMap::from([("t".to_owned(), at)]) })
+        };
+        let (this, this_firsts) = pass("a", Some(vec![1, 2]));
+        let (earlier, earlier_firsts) = pass("b", Some(vec![3, 4]));
+        let held = |launch, earlier: Option<Pass>| {
+            first_to_compare(&e, launch, (&this, &this_firsts), earlier)
+                .map(|(c, s)| (c[0].actual_sha256.clone(), s.to_vec()))
+        };
+        assert_eq!(held(0, None), None, "the first launch of a first pass is read");
+        assert_eq!(held(2, None), Some(("a".repeat(64), vec![1, 2])));
+        assert_eq!(held(0, Some((&earlier, &earlier_firsts))), Some(("b".repeat(64), vec![3, 4])));
+        assert_eq!(held(1, Some((&earlier, &earlier_firsts))), Some(("a".repeat(64), vec![1, 2])));
+        let (small, small_firsts) = pass("c", None);
+        let unsummed = first_to_compare(&e, 1, (&small, &small_firsts), None);
+        assert!(unsummed.is_none(), "a first launch not summed leaves later ones to be read");
     }
 
     #[test]
