@@ -243,7 +243,8 @@ fn restore_and_launch(
     // Every step after the context check runs in a named stage, so a failure says where.
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let restored = Restored { ctx, core, arena: &arena, plan: &plan, checksummer: &checksummer, ranks: ranks.as_ref() };
-    let launched = launch_all(&restored, launches.each.max(1), None, "replay: launches", stages)?;
+    let compared = ComparedWith::ItsFirst { again: launches.again_under_second_poison };
+    let launched = launch_all(&restored, launches.each.max(1), compared, "replay: launches", stages)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || speed::time_recorded(&restored))?,
@@ -260,7 +261,7 @@ fn restore_and_launch(
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
         let under = "replay: launches under a second poison";
-        let again = launch_all(&restored, 1, Some(&launched), under, &mut Stages::default())?;
+        let again = launch_all(&restored, 1, ComparedWith::Earlier(&launched), under, &mut Stages::default())?;
         traffic += again.traffic;
         repoisoned = again.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
@@ -627,16 +628,24 @@ struct Launched {
     kernels_s: f64,
 }
 
+/// What a pass of [`launch_all`] compares its launches' outputs with.
+enum ComparedWith<'l> {
+    /// Its own first launches; `again` when a later pass will be compared with them too.
+    ItsFirst { again: bool },
+    /// An earlier pass's first launches.
+    Earlier(&'l Launched),
+}
+
 /// Launches each template `launches` times, each from the core's initial state of the
 /// writable buffers, reads its outputs ([`outputs::OutputReader`]: later launches, and all
-/// of a pass compared with an `earlier` one, by device sums), and checks once, after the
+/// of a pass compared with an earlier one, by device sums), and checks once, after the
 /// last launch, that no weight changed (a check reads every weight: one per launch would
 /// cost more than the restore). A rank of a set with peers launches with the others: all
 /// reset, then all launch, then all finish, before anyone resets again.
 fn launch_all(
     r: &Restored,
     launches: u32,
-    earlier: Option<&Launched>,
+    compared: ComparedWith,
     stage: &'static str,
     stages: &mut Stages,
 ) -> Result<Launched, ReplayError> {
@@ -649,12 +658,11 @@ fn launch_all(
     let (mut first_launch, mut kernels_ms) = (None, 0.0f64);
     let (mut outputs, mut firsts, mut traffic) =
         (Vec::new(), outputs::FirstLaunches::default(), OutputTraffic::default());
-    let reader = outputs::OutputReader {
-        arena,
-        checksummer,
-        stream: &stream,
-        earlier: earlier.map(|e| (e.outputs.as_slice(), &e.firsts)),
+    let (earlier, sum_first) = match compared {
+        ComparedWith::ItsFirst { again } => (None, launches > 1 || again),
+        ComparedWith::Earlier(e) => (Some((e.outputs.as_slice(), &e.firsts)), false),
     };
+    let mut reader = outputs::OutputReader::new(arena, checksummer, &stream, earlier, sum_first);
     let expected = m.expectations_by_template();
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use gnomon_format::{digest::sha256_each, Expectation};
 
-use super::{Checksummer, LoadedState, OutputCheck};
+use super::{Checksummer, LoadedState, OutputCheck, RangeCheck};
 use crate::{cuda::Stream, errors::ReplayError};
 
 /// A template's outputs of at least this many bytes are summed on the device after each
@@ -49,24 +49,39 @@ impl std::ops::AddAssign for OutputTraffic {
 }
 
 /// Reads one template's outputs after its `launch`: the first launch of a pass without an
-/// `earlier` one reads and hashes every output (and keeps the sums a later launch is
-/// compared by); any other launch compares sums with the first launch, of this pass
-/// (`outputs`, `firsts`) or of the `earlier` pass, and reads only the outputs that differ.
+/// `earlier` one reads and hashes every output (and sums them, where a later launch or pass
+/// will be compared with it); any other launch compares sums with the first launch, of this
+/// pass (`outputs`, `firsts`) or of the `earlier` pass, and reads only the outputs that
+/// differ.
 pub(super) struct OutputReader<'r> {
-    pub(super) arena: &'r LoadedState,
-    pub(super) checksummer: &'r Checksummer,
-    pub(super) stream: &'r Stream,
-    /// The pass whose first launches this pass is compared with (the launches under the
-    /// second poison compare with the restore's).
-    pub(super) earlier: Option<Pass<'r>>,
+    arena: &'r LoadedState,
+    checksummer: &'r Checksummer,
+    stream: &'r Stream,
+    earlier: Option<Pass<'r>>,
+    sum_first: bool,
+    /// The sums of the template being read, prepared once for all its launches.
+    check: Option<(String, RangeCheck<'r>)>,
 }
 
 /// A pass over the templates: the outputs it pushed and its first launches among them.
 pub(super) type Pass<'p> = (&'p [OutputCheck], &'p FirstLaunches);
 
-impl OutputReader<'_> {
+impl<'r> OutputReader<'r> {
+    /// A reader of one pass: compared with the `earlier` pass's first launches (the
+    /// launches under the second poison with the restore's), or with its own, which are
+    /// summed when `sum_first` says a comparison will follow.
+    pub(super) fn new(
+        arena: &'r LoadedState,
+        checksummer: &'r Checksummer,
+        stream: &'r Stream,
+        earlier: Option<Pass<'r>>,
+        sum_first: bool,
+    ) -> Self {
+        Self { arena, checksummer, stream, earlier, sum_first, check: None }
+    }
+
     pub(super) fn read(
-        &self,
+        &mut self,
         e: &Expectation,
         launch: u32,
         outputs: &mut Vec<OutputCheck>,
@@ -76,13 +91,12 @@ impl OutputReader<'_> {
         let names: Vec<&str> = e.outputs.iter().map(|o| o.buffer.as_str()).collect();
         let bytes = self.arena.bytes_of(&names)?;
         let summed = bytes >= SUMS_FROM_BYTES;
-        let first = first_to_compare(e, launch, (outputs, firsts), self.earlier);
-        let alike = match first {
-            Some((checks, first_sums)) if summed => alike_first(checks, first_sums, &self.sums(&names)?, e, launch),
+        let alike = match first_to_compare(e, launch, (outputs, firsts), self.earlier) {
+            Some((checks, first_sums)) if summed => alike_first(checks, first_sums, &self.sums(e, &names)?, e, launch),
             _ => vec![None; e.outputs.len()],
         };
         if launch == 0 && self.earlier.is_none() {
-            let sums = if summed { Some(self.sums(&names)?) } else { None };
+            let sums = if summed && self.sum_first { Some(self.sums(e, &names)?) } else { None };
             firsts.by_template.insert(e.template.clone(), FirstLaunch { at: outputs.len(), sums });
         }
         let read_bytes = self.read_unlike(e, launch, alike, outputs)?;
@@ -90,9 +104,13 @@ impl OutputReader<'_> {
         Ok(())
     }
 
-    /// One sum per output, on the device.
-    fn sums(&self, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
-        self.arena.check_of(names, self.checksummer)?.run(self.stream)
+    /// One sum per output of `e`'s template, on the device.
+    fn sums(&mut self, e: &Expectation, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
+        if self.check.as_ref().is_none_or(|(template, _)| *template != e.template) {
+            self.check = Some((e.template.clone(), self.arena.check_of(names, self.checksummer)?));
+        }
+        let (_, check) = self.check.as_ref().expect("prepared above");
+        check.run(self.stream)
     }
 
     /// Pushes each output's check: its `alike` one, or, where there is none, one from its
@@ -149,8 +167,8 @@ fn first_to_compare<'p>(
 }
 
 /// For each output of a template's `launch`, its check when its device sum is the first
-/// launch's (the first launch's digest, and its bytes where the output varies, as a read
-/// would have kept them); `None` where the sums differ and the output must be read. A
+/// launch's (the first launch's digest, and its bytes where a read would have kept them:
+/// a first launch's, under the second poison, and every launch's of a varying output); `None` where the sums differ and the output must be read. A
 /// single changed 32-bit word always changes the sum (each word is mixed with its position
 /// by a bijection); several changes escape it only by cancelling modulo 2^64.
 fn alike_first(
@@ -167,7 +185,7 @@ fn alike_first(
             launch,
             expected_sha256: f.expected_sha256.clone(),
             actual_sha256: f.actual_sha256.clone(),
-            bytes: if o.variation.is_some() { f.bytes.clone() } else { Vec::new() },
+            bytes: if launch == 0 || o.variation.is_some() { f.bytes.clone() } else { Vec::new() },
         })
     };
     first.iter().zip(&e.outputs).zip(first_sums.iter().zip(now)).map(alike).collect()
@@ -243,5 +261,9 @@ mod tests {
         // alike and varying: the first launch's bytes too; a differing sum: read back.
         assert_eq!(said, [Some((2, "0".into(), 0)), None, Some((2, "2".into(), 8)), None]);
         assert!(got.iter().flatten().all(|c| c.expected_sha256 == "e".repeat(64) && c.buffer.starts_with('b')));
+        // The launch under the second poison is a pass's first: it keeps every output's
+        // bytes, as a read would have.
+        let under_second_poison = alike_first(&first(&e), &[1, 2, 3, 4], &[1, 2, 3, 4], &e, 0);
+        assert!(under_second_poison.iter().all(|c| c.as_ref().is_some_and(|c| c.bytes.len() == 8 && c.launch == 0)));
     }
 }
