@@ -662,7 +662,8 @@ fn launch_all(
         ComparedWith::ItsFirst { again } => (None, launches > 1 || again),
         ComparedWith::Earlier(e) => (Some((e.outputs.as_slice(), &e.firsts)), false),
     };
-    let mut reader = outputs::OutputReader::new(arena, checksummer, &stream, earlier, sum_first);
+    let on_device = outputs::OnDevice { arena, checksummer, stream: &stream, check: None };
+    let mut reader = outputs::OutputReader::new(on_device, earlier, sum_first);
     let expected = m.expectations_by_template();
     for ((template, exec), launch) in
         m.templates.iter().zip(plan.executables()).flat_map(|te| (0..launches).map(move |l| (te, l)))

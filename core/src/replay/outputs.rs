@@ -48,36 +48,64 @@ impl std::ops::AddAssign for OutputTraffic {
     }
 }
 
+/// Where a reader finds a launch's outputs: the arena on the device ([`OnDevice`]), or in
+/// tests a map of bytes.
+pub(super) trait OutputSource {
+    /// The bytes of the buffers `names` names, together.
+    fn bytes_of(&self, names: &[&str]) -> Result<u64, ReplayError>;
+    /// What `name` holds now.
+    fn read(&self, name: &str) -> Result<Vec<u8>, ReplayError>;
+    /// One sum per buffer `names` names (`template`'s outputs), the same for the same bytes.
+    fn sums(&mut self, template: &str, names: &[&str]) -> Result<Vec<u64>, ReplayError>;
+}
+
+/// The outputs in a restored arena, summed by the device.
+pub(super) struct OnDevice<'r> {
+    pub(super) arena: &'r LoadedState,
+    pub(super) checksummer: &'r Checksummer,
+    pub(super) stream: &'r Stream,
+    /// The sums of the template being read, prepared once for all its launches.
+    pub(super) check: Option<(String, RangeCheck<'r>)>,
+}
+
+impl OutputSource for OnDevice<'_> {
+    fn bytes_of(&self, names: &[&str]) -> Result<u64, ReplayError> {
+        self.arena.bytes_of(names)
+    }
+
+    fn read(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
+        self.arena.read(name)
+    }
+
+    fn sums(&mut self, template: &str, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
+        if self.check.as_ref().is_none_or(|(t, _)| t != template) {
+            self.check = Some((template.to_owned(), self.arena.check_of(names, self.checksummer)?));
+        }
+        let (_, check) = self.check.as_ref().expect("prepared above");
+        check.run(self.stream)
+    }
+}
+
 /// Reads one template's outputs after its `launch`: the first launch of a pass without an
 /// `earlier` one reads and hashes every output (and sums them, where a later launch or pass
 /// will be compared with it); any other launch compares sums with the first launch, of this
 /// pass (`outputs`, `firsts`) or of the `earlier` pass, and reads only the outputs that
 /// differ.
-pub(super) struct OutputReader<'r> {
-    arena: &'r LoadedState,
-    checksummer: &'r Checksummer,
-    stream: &'r Stream,
-    earlier: Option<Pass<'r>>,
+pub(super) struct OutputReader<'p, S> {
+    source: S,
+    earlier: Option<Pass<'p>>,
     sum_first: bool,
-    /// The sums of the template being read, prepared once for all its launches.
-    check: Option<(String, RangeCheck<'r>)>,
 }
 
 /// A pass over the templates: the outputs it pushed and its first launches among them.
 pub(super) type Pass<'p> = (&'p [OutputCheck], &'p FirstLaunches);
 
-impl<'r> OutputReader<'r> {
+impl<'p, S: OutputSource> OutputReader<'p, S> {
     /// A reader of one pass: compared with the `earlier` pass's first launches (the
     /// launches under the second poison with the restore's), or with its own, which are
     /// summed when `sum_first` says a comparison will follow.
-    pub(super) fn new(
-        arena: &'r LoadedState,
-        checksummer: &'r Checksummer,
-        stream: &'r Stream,
-        earlier: Option<Pass<'r>>,
-        sum_first: bool,
-    ) -> Self {
-        Self { arena, checksummer, stream, earlier, sum_first, check: None }
+    pub(super) fn new(source: S, earlier: Option<Pass<'p>>, sum_first: bool) -> Self {
+        Self { source, earlier, sum_first }
     }
 
     pub(super) fn read(
@@ -89,28 +117,25 @@ impl<'r> OutputReader<'r> {
         traffic: &mut OutputTraffic,
     ) -> Result<(), ReplayError> {
         let names: Vec<&str> = e.outputs.iter().map(|o| o.buffer.as_str()).collect();
-        let bytes = self.arena.bytes_of(&names)?;
-        let summed = bytes >= SUMS_FROM_BYTES;
+        let bytes = self.source.bytes_of(&names)?;
+        // A first launch is summed only at this size, so only then can a later one compare.
         let alike = match first_to_compare(e, launch, (outputs, firsts), self.earlier) {
-            Some((checks, first_sums)) if summed => alike_first(checks, first_sums, &self.sums(e, &names)?, e, launch),
-            _ => vec![None; e.outputs.len()],
+            Some((checks, first_sums)) => {
+                alike_first(checks, first_sums, &self.source.sums(&e.template, &names)?, e, launch)
+            }
+            None => vec![None; e.outputs.len()],
         };
         if launch == 0 && self.earlier.is_none() {
-            let sums = if summed && self.sum_first { Some(self.sums(e, &names)?) } else { None };
+            let sums = if bytes >= SUMS_FROM_BYTES && self.sum_first {
+                Some(self.source.sums(&e.template, &names)?)
+            } else {
+                None
+            };
             firsts.by_template.insert(e.template.clone(), FirstLaunch { at: outputs.len(), sums });
         }
         let read_bytes = self.read_unlike(e, launch, alike, outputs)?;
         *traffic += OutputTraffic { read_bytes, summed_bytes: bytes - read_bytes };
         Ok(())
-    }
-
-    /// One sum per output of `e`'s template, on the device.
-    fn sums(&mut self, e: &Expectation, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
-        if self.check.as_ref().is_none_or(|(template, _)| *template != e.template) {
-            self.check = Some((e.template.clone(), self.arena.check_of(names, self.checksummer)?));
-        }
-        let (_, check) = self.check.as_ref().expect("prepared above");
-        check.run(self.stream)
     }
 
     /// Pushes each output's check: its `alike` one, or, where there is none, one from its
@@ -123,7 +148,7 @@ impl<'r> OutputReader<'r> {
         outputs: &mut Vec<OutputCheck>,
     ) -> Result<u64, ReplayError> {
         let unlike = e.outputs.iter().zip(&alike).filter(|(_, a)| a.is_none());
-        let read = unlike.map(|(o, _)| self.arena.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
+        let read = unlike.map(|(o, _)| self.source.read(&o.buffer)).collect::<Result<Vec<_>, _>>()?;
         let read_bytes = read.iter().map(|r| r.len() as u64).sum();
         let digests = sha256_each(&read.iter().map(Vec::as_slice).collect::<Vec<_>>());
         let mut read = read.into_iter().zip(digests);
@@ -223,6 +248,107 @@ mod tests {
             bytes: vec![i as u8; 8],
         };
         e.outputs.iter().enumerate().map(check).collect()
+    }
+
+    /// Outputs held in memory as a launch left them, summed by a hash of their bytes,
+    /// counting the reads.
+    #[derive(Default)]
+    struct Held {
+        buffers: HashMap<String, Vec<u8>>,
+        reads: std::cell::Cell<usize>,
+    }
+
+    impl OutputSource for &Held {
+        fn bytes_of(&self, names: &[&str]) -> Result<u64, ReplayError> {
+            Ok(names.iter().map(|n| self.buffers[*n].len() as u64).sum())
+        }
+
+        fn read(&self, name: &str) -> Result<Vec<u8>, ReplayError> {
+            self.reads.set(self.reads.get() + 1);
+            Ok(self.buffers[name].clone())
+        }
+
+        fn sums(&mut self, _: &str, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
+            let sum = |n: &&str| {
+                let mut hasher = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(&self.buffers[*n], &mut hasher);
+                std::hash::Hasher::finish(&hasher)
+            };
+            Ok(names.iter().map(sum).collect())
+        }
+    }
+
+    /// A pass of `e`'s launches, launch `l` leaving `left[l]` (each output's bytes):
+    /// the checks pushed, the first launches, the traffic and the reads of each launch.
+    fn pass<'p>(
+        e: &Expectation,
+        left: &[Vec<Vec<u8>>],
+        earlier: Option<Pass<'p>>,
+        sum_first: bool,
+    ) -> (Vec<OutputCheck>, FirstLaunches, OutputTraffic, Vec<usize>) {
+        let (mut outputs, mut firsts, mut traffic, mut reads) =
+            (Vec::new(), FirstLaunches::default(), OutputTraffic::default(), Vec::new());
+        for (launch, contents) in left.iter().enumerate() {
+            let held = Held {
+                buffers: e.outputs.iter().map(|o| o.buffer.clone()).zip(contents.iter().cloned()).collect(),
+                ..Held::default()
+            };
+            let mut reader = OutputReader::new(&held, earlier, sum_first);
+            reader.read(e, launch as u32, &mut outputs, &mut firsts, &mut traffic).expect("read");
+            reads.push(held.reads.get());
+        }
+        (outputs, firsts, traffic, reads)
+    }
+
+    #[test]
+    fn only_outputs_whose_sums_differ_from_the_first_launchs_are_read_again() {
+        let e = expectation(&[false, false]);
+        let (a, b) = (vec![1u8; 256 << 10], vec![2u8; 256 << 10]);
+        let mut b_changed = b.clone();
+        b_changed[4763] ^= 0x80;
+        let left = [vec![a.clone(), b.clone()], vec![a.clone(), b.clone()], vec![a.clone(), b_changed.clone()]];
+        let (outputs, _, traffic, reads) = pass(&e, &left, None, true);
+        assert_eq!(reads, [2, 0, 1], "the first launch read whole, then only the output that differs");
+        let digest = |bytes: &[u8]| sha256_each(&[bytes]).remove(0);
+        let said: Vec<(u32, &str, String, usize)> =
+            outputs.iter().map(|o| (o.launch, o.buffer.as_str(), o.actual_sha256.clone(), o.bytes.len())).collect();
+        assert_eq!(
+            said,
+            [
+                (0, "b0", digest(&a), a.len()),
+                (0, "b1", digest(&b), b.len()),
+                (1, "b0", digest(&a), 0),
+                (1, "b1", digest(&b), 0),
+                (2, "b0", digest(&a), 0),
+                (2, "b1", digest(&b_changed), 0),
+            ]
+        );
+        let kib = |n: u64| n * 256 << 10;
+        assert_eq!((traffic.read_bytes, traffic.summed_bytes), (kib(3), kib(3)));
+    }
+
+    #[test]
+    fn small_outputs_and_unsummed_first_launches_are_read_every_launch() {
+        let e = expectation(&[false]);
+        let small = vec![vec![7u8; (256 << 10) - 1]];
+        let (_, _, traffic, reads) = pass(&e, &[small.clone(), small.clone(), small], None, true);
+        assert_eq!((reads, traffic.summed_bytes), (vec![1, 1, 1], 0));
+        let big = vec![vec![7u8; 256 << 10]];
+        let (_, _, _, reads) = pass(&e, &[big.clone(), big], None, false);
+        assert_eq!(reads, [1, 1], "a first launch no comparison was announced for is not summed");
+    }
+
+    #[test]
+    fn the_launch_under_the_second_poison_is_held_to_the_restores_first() {
+        let e = expectation(&[false, false]);
+        let (a, b) = (vec![1u8; 256 << 10], vec![2u8; 256 << 10]);
+        let (first, firsts, _, _) = pass(&e, &[vec![a.clone(), b.clone()]], None, true);
+        let poisoned = vec![a.clone(), vec![0xa5; 256 << 10]];
+        let (again, again_firsts, _, reads) = pass(&e, &[poisoned], Some((&first, &firsts)), false);
+        assert_eq!(reads, [1], "only the output the second poison changed is read");
+        assert_eq!((again[0].actual_sha256 == first[0].actual_sha256, again[0].bytes.len()), (true, a.len()));
+        assert_ne!(again[1].actual_sha256, first[1].actual_sha256);
+        assert!(again_firsts.by_template.is_empty(), "a second pass records no first launches");
     }
 
     #[test]
