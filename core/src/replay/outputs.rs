@@ -13,10 +13,10 @@ use super::{Checksummer, LoadedState, OutputCheck, RangeCheck};
 use crate::{cuda::Stream, errors::ReplayError};
 
 /// A template's outputs of at least this many bytes are summed on the device after each
-/// launch. Below it, reading and hashing cost about what the sums' launch, wait and two
-/// small copies do (tens of µs: 256 KiB read at the runners' 14 GB/s pageable rate and
-/// hashed on one core at about 2 GB/s is ~0.15 ms), and a core of many small templates (the
-/// nightly's 64 000) would pay the sums for nothing.
+/// launch. Estimated, not measured: a prepared sum costs a zeroing copy, a launch, a wait
+/// and a read-back (about 40 µs), what reading 64 KiB at the runners' 14 GB/s pageable rate
+/// and hashing it at about 2 GB/s costs; at 256 KiB a read costs ~0.15 ms, and a core of
+/// many small templates (the nightly's 64 000) keeps reading as before.
 const SUMS_FROM_BYTES: u64 = 256 << 10;
 
 /// A template's first launch, as later launches are compared with it: where its outputs
