@@ -21,6 +21,19 @@ Two steps, so the second can be tested without a GPU from a recorded tree:
 TESTED = ("2.11",)
 
 
+#: Mutated state up to this size is kept as each replay found it, and put back before the
+#: snapshot: a step counter read as an index (transformers' static cache counts the tokens it
+#: holds) must not stand one past the last step, where a further launch indexes past the
+#: cache. Larger state (the cache itself) stays as the last replay left it, which that step,
+#: launched again, writes alike where its writes do not depend on what they overwrite.
+SMALL_STATE = 64 << 10
+
+#: Bytes per element of the dtypes a tree's tensors are described with.
+ITEMSIZE = {"torch.float64": 8, "torch.int64": 8, "torch.float32": 4, "torch.int32": 4, "torch.bfloat16": 2,
+            "torch.float16": 2, "torch.int16": 2, "torch.uint8": 1, "torch.int8": 1, "torch.bool": 1,
+            "torch.float8_e4m3fn": 1, "torch.float8_e5m2": 1}
+
+
 class Refused(Exception):
     """A tree that cannot be exported as a core, and why."""
 
@@ -33,6 +46,41 @@ def check_version(version):
         raise Refused(f"PyTorch {version}: graph trees are PyTorch internals, and this kit reads them only as "
                       f"PyTorch {', '.join(TESTED)} records them; export with a tested version, or capture the "
                       f"compiled step yourself with torch.cuda.graph")
+
+
+def span_elements(shape, stride):
+    """Elements of a tensor's storage from its first to its last: what a strided or
+    expanded tensor of `shape` and `stride` spans."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+
+
+def kept_each_replay(shape, stride, itemsize):
+    """Whether mutated state of this shape is kept as each replay found it: at most
+    ``SMALL_STATE`` bytes, and no gaps in its span (put back whole, a gap would take bytes
+    another tensor may have written since)."""
+    span = span_elements(shape, stride)
+    count = 1
+    for n in shape:
+        count *= n
+    return span == count and span * itemsize <= SMALL_STATE
+
+
+def input_tensor(node, i, tensors=None):
+    """The tensor a live tree node's graph reads at input `i`, from `tensors` (by default
+    its ``reconstructed_inputs``; while recording, the tensors it records with). Inductor's
+    ``reconstructed_inputs`` begin at their storage's first byte (it drops a view's storage
+    offset, which its copies of non-static inputs never have); a static input's own address
+    is in ``static_input_data_ptrs``, set before the recording."""
+    t = (node.reconstructed_inputs if tensors is None else tensors)[i]
+    at = node.static_input_data_ptrs[i] if hasattr(t, "data_ptr") else None
+    if at is None or at == t.data_ptr():
+        return t
+    offset, misaligned = divmod(at - t.untyped_storage().data_ptr(), t.element_size())
+    if misaligned:
+        raise Refused(f"graph {node.id.id}: input {i} lies {at:#x}, not a whole element into its storage")
+    return t.as_strided(t.size(), t.stride(), offset)
 
 
 def _tensor(t):
@@ -63,8 +111,9 @@ def describe(manager, version):
         node, parent = pending.pop(0)
         nodes.append({"graph": node.id.id, "function": str(node.wrapped_function.id.id), "parent": parent,
                       "static": sorted(node.static_input_idxs), "managed": sorted(node.cudagraph_managed_idxs),
-                      "inputs": [_tensor(t) for t in node.reconstructed_inputs],
-                      "outputs": [_output(m) for m in node.outputs_metadata]})
+                      "inputs": [_tensor(input_tensor(node, i)) for i in range(len(node.reconstructed_inputs))],
+                      "outputs": [_output(m) for m in node.outputs_metadata],
+                      "replayed": getattr(node, "gnomon_replayed", None)})
         pending += [(child, node.id.id) for children in node.children.values() for child in children]
     return {"torch": version, "functions": functions, "nodes": nodes}
 
@@ -81,16 +130,22 @@ def _template_name(node, inputs, parent):
 
 
 def _latest(nodes):
-    """The nodes that will replay, and the graphs each superseded: a function recorded
-    again at the same shapes ("static input data pointer changed") replays its latest."""
+    """The nodes to export, and the graphs each superseded: of a function recorded again at
+    the same shapes ("static input data pointer changed"), the node that replayed last
+    (Inductor replays the first of them whose static inputs match, which may be an older
+    one); the one recorded last where no replay was counted."""
     latest, superseded = {}, {}
+    last = lambda n: -1 if n.get("replayed") is None else n["replayed"]  # noqa: E731
     for node in nodes:
         non_static = [node["inputs"][i] for i in _non_static(node)]
         key = (node["function"], node["parent"], repr([(t.get("shape"), t.get("dtype")) for t in non_static]))
-        if key in latest:
-            superseded.setdefault(node["graph"], []).append(latest[key]["graph"])
-            superseded[node["graph"]] += superseded.pop(latest[key]["graph"], [])
-        latest[key] = node
+        newer, older = (node, latest.get(key))
+        if older is not None and last(older) > last(node):
+            newer, older = older, node
+        if older is not None:
+            superseded.setdefault(newer["graph"], []).append(older["graph"])
+            superseded[newer["graph"]] += superseded.pop(older["graph"], [])
+        latest[key] = newer
     kept = {n["graph"] for n in latest.values()}
     return [n for n in nodes if n["graph"] in kept], superseded
 
@@ -175,6 +230,10 @@ def plan(description):
         if any(t["name"] == name for t in templates):
             raise Refused(f"graph {node['graph']} ({name}): two replayed nodes of one function at the same shapes")
         path = _ancestors(node, by_graph)
+        written_here = sorted(set(function["mutated"]) & set(node["managed"]))
+        if written_here:
+            raise Refused(f"graph {node['graph']} ({name}): it writes input(s) {written_here}, tensors of the tree's "
+                          f"pool its ancestors left, which a core cannot put back as its last replay found them")
         template = {
             "name": name,
             "graph": node["graph"],
@@ -186,7 +245,47 @@ def plan(description):
         }
         templates.append(template)
         by_graph[node["graph"]] = {"name": name, "node": node}
+    _refuse_overlaps(templates, function_writes={n["graph"]: set(description["functions"][n["function"]]["mutated"])
+                                                 for n in kept if n["function"] in description["functions"]})
     return templates
+
+
+def _itemsize(tensor):
+    if tensor["dtype"] not in ITEMSIZE:
+        raise Refused(f"a tensor of {tensor['dtype']}: a dtype the kit does not know the size of")
+    return ITEMSIZE[tensor["dtype"]]
+
+
+def _extent(tensor):
+    """The bytes a described tensor spans, as (first, end)."""
+    return tensor["address"], tensor["address"] + span_elements(tensor["shape"], tensor["stride"]) * _itemsize(tensor)
+
+
+def _put_back_extents(template, writes):
+    """What the export writes back for `template` ((first, end), what): its tensor inputs,
+    and the state its function `writes` that is kept each replay."""
+    def kept(i):
+        return i["index"] in writes and kept_each_replay(i["shape"], i["stride"], _itemsize(i))
+    chosen = [i for i in template["inputs"] if "address" in i and (i["role"] == "input" or
+                                                                   (i["role"] == "state" and kept(i)))]
+    return [(_extent(i), f"{template['name']} {i['role']} {i['placeholder']}") for i in chosen]
+
+
+def _refuse_overlaps(templates, function_writes):
+    """Refuses a tree where what the export puts back for one template overlaps what it puts
+    back for another, or an output a child reads: one snapshot cannot hold both, and a launch
+    would read the other's bytes (an index input read from another tensor can run a kernel
+    out of bounds). State two templates share, the same tensor, is put back once."""
+    outputs = {(t["name"], o["index"]): o for t in templates for o in t["outputs"]}
+    written = [(extent, what) for t in templates for extent, what in _put_back_extents(t, function_writes[t["graph"]])]
+    read = [(_extent(outputs[m["template"], m["output"]]), f"{m['template']} output {m['output']}, which {t['name']} "
+             f"reads") for t in templates for m in t["from-parent"]]
+    for n, ((first, end), what) in enumerate(written):
+        for (other_first, other_end), other in written[n + 1:] + read:
+            shared_state = (first, end) == (other_first, other_end) and " state " in what and " state " in other
+            if first < other_end and other_first < end and not shared_state:
+                raise Refused(f"{what} ({first:#x}..{end:#x}) overlaps {other} ({other_first:#x}..{other_end:#x}): "
+                              f"one snapshot cannot hold both as their last replays found them")
 
 
 def put_back(template, kept):
@@ -194,12 +293,20 @@ def put_back(template, kept):
     before the snapshot, so that a launch of the core is that replay: each tensor input
     (Inductor's copies of them are overwritten by the graph's later kernels) and each state
     the kit `kept` (the indices it copied, only small state among them), never a weight.
-    Refused where a tensor input was not kept: the node was recorded before the kit
-    watched the tree (``use_arena(..., graph_trees=True)`` comes first)."""
+    Refused where a tensor input was not kept (the node was recorded before the kit
+    watched the tree: ``use_arena(..., graph_trees=True)`` comes first), and where state of
+    at most ``SMALL_STATE`` bytes was not (larger state stays as the last replay left it)."""
     tensors = [i for i in template["inputs"] if "address" in i]
     missing = [i["placeholder"] for i in tensors if i["role"] == "input" and i["index"] not in kept]
     if missing:
         raise Refused(f"graph {template['graph']} ({template['name']}): the inputs its last replay read "
                       f"({', '.join(missing)}) were not kept; call use_arena(..., graph_trees=True) before the "
                       f"step is first compiled")
+    small = [i for i in tensors if i["role"] == "state" and i["index"] not in kept
+             and _extent(i)[1] - _extent(i)[0] <= SMALL_STATE]
+    if small:
+        raise Refused(f"graph {template['graph']} ({template['name']}): the state its last replay read "
+                      f"({', '.join(i['placeholder'] for i in small)}) was not kept as that replay found it (state "
+                      f"another function writes, or small state with gaps): a launch of the core would read it as "
+                      f"whatever ran last")
     return [i["index"] for i in tensors if i["role"] in ("input", "state") and i["index"] in kept]

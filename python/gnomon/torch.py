@@ -12,6 +12,7 @@
 
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import runpy
@@ -179,13 +180,6 @@ def _graph_trees_in_arena(torch):
     _note_skips(sys.modules, _arena["skips"])
 
 
-#: Mutated state up to this size is kept as each replay found it: a step counter read as an
-#: index (transformers' static cache counts the tokens it holds) must not stand one past the
-#: last step, where a further launch indexes past the cache. Larger state (the cache itself)
-#: is kept as the last replay left it, which that step, launched again, writes alike.
-SMALL_STATE = 64 << 10
-
-
 def _keep_last_inputs(cudagraph_trees):
     """Has each tree node keep a host copy of what its latest replay (or its recording)
     started from: the inputs it copied in and its small mutated state, one page-locked
@@ -194,31 +188,32 @@ def _keep_last_inputs(cudagraph_trees):
     blocks to later tensors during capture), so after a replay they hold other bytes;
     ``export_graph_trees`` puts both back before the snapshot, so that a launch of the core
     is that replay."""
+    from . import graph_trees
+
     copy = cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src
     expanded = cudagraph_trees.index_expanded_dims
+    replays = itertools.count()  # which node replayed last, among nodes of one function and shape
 
     def copy_and_keep(self, dsts, srcs):
         copy(self, dsts, srcs)
         inputs = {i: expanded(dsts[i], self.expanded_dims[i]) for i in self.non_static_input_idx}
-        state = {i: dsts[i] for i in self.wrapped_function.mutated_input_idxs if i not in inputs}
+        state = {i: graph_trees.input_tensor(self, i, dsts) for i in self.wrapped_function.mutated_input_idxs
+                 if i not in inputs}
+        small = {i for i, t in state.items()
+                 if hasattr(t, "data_ptr") and graph_trees.kept_each_replay(t.shape, t.stride(), t.element_size())}
         self.gnomon_last_inputs = {i: _on_host(t) for i, t in {**inputs, **state}.items()
-                                   if hasattr(t, "data_ptr") and (i in inputs or _small_and_dense(t))}
+                                   if hasattr(t, "data_ptr") and (i in inputs or i in small)}
+        self.gnomon_replayed = next(replays)
 
     cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src = copy_and_keep
-
-
-def _small_and_dense(tensor):
-    """State kept each replay: at most ``SMALL_STATE`` bytes, and no gaps in its span (put
-    back whole, a gap would take bytes another tensor may have written since)."""
-    span = _span(tensor)
-    return span.numel() == tensor.numel() and span.numel() * span.element_size() <= SMALL_STATE
 
 
 def _span(tensor):
     """The elements of `tensor`'s storage from its first to its last, as one dense view:
     the bytes a strided or expanded tensor reads, copied in one piece."""
-    last = sum((n - 1) * s for n, s in zip(tensor.size(), tensor.stride()) if n > 0)
-    return tensor.as_strided((last + 1 if tensor.numel() else 0,), (1,), tensor.storage_offset())
+    from .graph_trees import span_elements
+
+    return tensor.as_strided((span_elements(tensor.shape, tensor.stride()),), (1,), tensor.storage_offset())
 
 
 def _on_host(tensor):
@@ -241,7 +236,7 @@ def _put_back_last_inputs(node, template, restored):
 
     kept = getattr(node, "gnomon_last_inputs", {})
     for i in graph_trees.put_back(template, kept):
-        tensor = index_expanded_dims(node.reconstructed_inputs[i], node.expanded_dims[i])
+        tensor = index_expanded_dims(graph_trees.input_tensor(node, i), node.expanded_dims[i])
         if tensor.data_ptr() not in restored:
             _span(tensor).copy_(kept[i], non_blocking=True)
             restored.add(tensor.data_ptr())
@@ -654,7 +649,7 @@ def export_graph_trees(out, weights=None, **options):
         _put_back_last_inputs(node, template, restored)
         graphs[template["name"]] = node.graph
         for i in template["inputs"]:
-            tensor = node.reconstructed_inputs[i["index"]]
+            tensor = graph_trees.input_tensor(node, i["index"])
             name = {"input": f"{template['name']}/{i['placeholder']}",
                     "weight": names.get(tensor.data_ptr(), f"f{node.wrapped_function.id.id}/{i['placeholder']}"),
                     "state": f"f{node.wrapped_function.id.id}/{i['placeholder']}"}[i["role"]]

@@ -6,6 +6,7 @@ them with a child node, a stranger child and an untested PyTorch."""
 import copy
 import json
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,15 @@ def test_the_recipes_decode_step_is_one_template_with_each_tensor_in_its_role(mo
     assert template["parent"] is None and template["from-parent"] == []
 
 
+def moved_inputs(node, by):
+    """`node` with its non-static inputs `by` bytes on: Inductor copies each node's inputs
+    into blocks of its own."""
+    fixed = set(node["static"]) | set(node["managed"])
+    node["inputs"] = [t if i in fixed or "address" not in t else dict(t, address=t["address"] + by)
+                      for i, t in enumerate(node["inputs"])]
+    return node
+
+
 def with_child(tree, managed_address=None, parent=1, graph=2, output=0):
     """`tree` with a child of graph `parent`: graph `graph`, the same function, whose input 0
     is its parent's output `output` (or lies at `managed_address`); as in Inductor, a
@@ -65,7 +75,7 @@ def with_child(tree, managed_address=None, parent=1, graph=2, output=0):
                                                                                       address=managed_address)
     child["inputs"][0] = dict(source)
     child["outputs"] = [o and dict(o, address=o["address"] + (graph << 20)) for o in child["outputs"]]
-    tree["nodes"].append(child)
+    tree["nodes"].append(moved_inputs(child, graph << 24))
     return tree
 
 
@@ -95,7 +105,7 @@ def test_which_output_of_its_parent_a_child_reads_is_kept():
 
 def test_one_function_at_one_shape_under_two_parents_is_two_templates():
     tree = with_child(recorded("qwen3"))
-    other_root = copy.deepcopy(tree["nodes"][1])
+    other_root = moved_inputs(copy.deepcopy(tree["nodes"][1]), 5 << 24)
     other_root.update(graph=5, function="9")
     other_root["inputs"][0] = dict(other_root["inputs"][0], shape=[2, 1])
     tree["functions"]["9"] = tree["functions"]["0"]
@@ -107,7 +117,7 @@ def test_one_function_at_one_shape_under_two_parents_is_two_templates():
 
 def test_a_tensor_one_function_writes_is_state_where_another_only_reads_it():
     tree = recorded("qwen3")
-    reader = copy.deepcopy(tree["nodes"][1])
+    reader = moved_inputs(copy.deepcopy(tree["nodes"][1]), 7 << 24)
     reader.update(graph=7, function="3")
     reader["inputs"][0] = dict(reader["inputs"][0], shape=[4, 1])
     tree["functions"]["3"] = dict(tree["functions"]["0"], mutated=[])
@@ -168,11 +178,20 @@ def test_a_tree_that_recorded_nothing_is_refused_with_where_to_look():
 def test_every_input_and_the_kept_state_are_put_back_as_the_last_replay_found_them_never_a_weight():
     [template] = graph_trees.plan(recorded("qwen3"))
     said = roles(template)
-    state, weight = said["state"][0], said["weight"][0]
-    kept = set(said["input"]) | {state, weight}
-    assert graph_trees.put_back(template, kept) == sorted(set(said["input"]) | {state})
-    # State too large to keep each replay (the cache itself) stays as the last replay left it.
-    assert graph_trees.put_back(template, set(said["input"])) == said["input"]
+    kept = set(said["input"]) | set(said["state"]) | {said["weight"][0]}
+    assert graph_trees.put_back(template, kept) == sorted(set(said["input"]) | set(said["state"]))
+
+
+def test_small_state_not_kept_is_refused_and_larger_state_stays_as_the_last_replay_left_it():
+    # Qwen 3's caches are 1 x 8 x 23 x 128 bf16 (46 KiB, kept each replay), OLMoE's twice that.
+    [small] = graph_trees.plan(recorded("qwen3"))
+    said = roles(small)
+    with pytest.raises(graph_trees.Refused, match=r"the state its last replay read \(.+\) was not kept"):
+        graph_trees.put_back(small, set(said["input"]))
+    [large] = graph_trees.plan(recorded("olmoe"))
+    said = roles(large)
+    counters = [t["index"] for t in large["inputs"] if t["role"] == "state" and t["shape"] == []]
+    assert graph_trees.put_back(large, set(said["input"]) | set(counters)) == sorted(said["input"] + counters)
 
 
 def test_a_node_whose_inputs_were_not_kept_is_refused_naming_them():
@@ -188,4 +207,100 @@ def test_a_scalar_input_is_never_put_back_nor_asked_for():
     inputs = [t for t in template["inputs"] if t["role"] == "input"]
     scalar = {k: v for k, v in inputs[0].items() if k not in ("address", "shape", "stride", "dtype")}
     template["inputs"] = [dict(scalar, scalar="5"), *template["inputs"][1:]]
-    assert inputs[0]["index"] not in graph_trees.put_back(template, {t["index"] for t in inputs[1:]})
+    state = {t["index"] for t in template["inputs"] if t["role"] == "state"}
+    assert inputs[0]["index"] not in graph_trees.put_back(template, {t["index"] for t in inputs[1:]} | state)
+
+
+def test_the_node_that_replayed_last_is_exported_though_recorded_first():
+    # Inductor replays the first recorded node whose static inputs match: an older node can
+    # be the one that ran last.
+    tree = recorded("qwen3")
+    tree["nodes"][0]["replayed"], tree["nodes"][1]["replayed"] = 5, 3
+    [template] = graph_trees.plan(tree)
+    assert (template["graph"], template["superseded"]) == (0, [1])
+
+
+def test_a_node_that_writes_a_tensor_its_parent_left_is_refused():
+    tree = with_child(recorded("qwen3"))
+    tree["functions"]["0"] = dict(tree["functions"]["0"], mutated=[0, *tree["functions"]["0"]["mutated"]])
+    with pytest.raises(graph_trees.Refused, match=r"graph 2 .*writes input\(s\) \[0\], tensors of the tree's pool"):
+        graph_trees.plan(tree)
+
+
+def test_two_templates_inputs_in_one_place_are_refused_naming_both():
+    tree = recorded("qwen3")
+    other_root = copy.deepcopy(tree["nodes"][1])
+    other_root.update(graph=5, function="9")
+    other_root["inputs"][0] = dict(other_root["inputs"][0], shape=[2, 1])
+    tree["functions"]["9"] = tree["functions"]["0"]
+    tree["nodes"].append(other_root)
+    with pytest.raises(graph_trees.Refused, match=r"f0-1x1-1x1-1x1x1x23 input arg0_1 .* overlaps f9-2x1-1x1-1x1x1x23 "
+                                                  r"input arg0_1 .*one snapshot cannot hold both"):
+        graph_trees.plan(tree)
+
+
+def test_an_input_put_back_over_an_output_a_child_reads_is_refused():
+    tree = with_child(recorded("qwen3"))
+    parent_logits = tree["nodes"][1]["outputs"][0]["address"]
+    child = tree["nodes"][2]
+    index = next(i for i in range(len(child["inputs"])) if i not in child["static"])
+    child["inputs"][index] = dict(child["inputs"][index], address=parent_logits + 64)
+    with pytest.raises(graph_trees.Refused, match=r"input .* overlaps f0-1x1-1x1-1x1x1x23 output 0, which "
+                                                  r"f0-1x1-1x1-1x1x1x23\.f0-.* reads"):
+        graph_trees.plan(tree)
+
+
+def test_state_two_templates_share_is_put_back_once_not_refused():
+    tree = with_child(recorded("qwen3"))
+    parent, child = graph_trees.plan(tree)
+    shared = {t["address"] for t in parent["inputs"] if t["role"] == "state"}
+    assert shared == {t["address"] for t in child["inputs"] if t["role"] == "state"}
+
+
+class Storage:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+class Tensor:
+    """As much of a CUDA tensor as `input_tensor` reads: a view `offset` elements into a
+    storage at `base`."""
+    def __init__(self, base, offset=0, shape=(4, 8), stride=(8, 1), itemsize=2):
+        self.base, self.offset, self.shape, self.itemsize, self._stride = base, offset, shape, itemsize, stride
+
+    def data_ptr(self):
+        return self.base + self.offset * self.itemsize
+
+    def untyped_storage(self):
+        return Storage(self.base)
+
+    def size(self):
+        return self.shape
+
+    def stride(self):
+        return self._stride
+
+    def element_size(self):
+        return self.itemsize
+
+    def as_strided(self, size, stride, offset):
+        return Tensor(self.base, offset, size, stride, self.itemsize)
+
+
+def test_a_static_view_is_read_at_its_own_address_not_its_storages():
+    # Inductor rebuilds each input from its storage and drops a view's offset; the graph
+    # reads the view itself, whose address static_input_data_ptrs keeps.
+    view = Tensor(0x7000, offset=96)
+    node = types.SimpleNamespace(reconstructed_inputs=[Tensor(0x7000), Tensor(0x9000), 3],
+                                 static_input_data_ptrs=[view.data_ptr(), None, None], id=types.SimpleNamespace(id=4))
+    read = graph_trees.input_tensor(node, 0)
+    assert (read.data_ptr(), read.size(), read.stride()) == (0x7000 + 192, (4, 8), (8, 1))
+    assert graph_trees.input_tensor(node, 1).data_ptr() == 0x9000, "a copied input lies where it was rebuilt"
+    assert graph_trees.input_tensor(node, 2) == 3
+    assert graph_trees.input_tensor(node, 0, [view]) is view, "while recording, the tensor itself"
+    node.static_input_data_ptrs[0] = 0x7000 + 3
+    with pytest.raises(graph_trees.Refused, match="not a whole element into its storage"):
+        graph_trees.input_tensor(node, 0)
