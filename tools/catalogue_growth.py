@@ -41,6 +41,12 @@ def rows(work):
             "restore floor s": restore.get("restore-floor-s"),
             "us/node over driver": restore.get("restore-over-driver-floor"),
             "qualify s": report["run"].get("duration-s"),
+            # Where the qualification's time went, and the output bytes it read back.
+            "read-outputs s": restore.get("restore-read-outputs-s"),
+            "speed s": restore.get("restore-speed-s"),
+            "of which scoping s": restore.get("restore-speed-scoping-s"),
+            "poison s": restore.get("restore-poison-independence-s"),
+            "outputs read GB": (restore.get("outputs-read-bytes") or 0) / 1e9,
             "peak export RSS GB": (export.get("peak-host-rss-bytes") or {}).get("whole", 0) / 1e9,
             "capture s": restore.get("producer-capture-s"),
         }
