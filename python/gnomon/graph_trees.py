@@ -17,6 +17,8 @@ Two steps, so the second can be tested without a GPU from a recorded tree:
   why, before anything is exported.
 """
 
+import math
+
 # PyTorch versions (major.minor) whose graph-tree internals this module was tested on.
 TESTED = ("2.11",)
 
@@ -61,10 +63,7 @@ def kept_each_replay(shape, stride, itemsize):
     ``SMALL_STATE`` bytes, and no gaps in its span (put back whole, a gap would take bytes
     another tensor may have written since)."""
     span = span_elements(shape, stride)
-    count = 1
-    for n in shape:
-        count *= n
-    return span == count and span * itemsize <= SMALL_STATE
+    return span == math.prod(shape) and span * itemsize <= SMALL_STATE
 
 
 def input_tensor(node, i, tensors=None):
@@ -256,19 +255,24 @@ def _itemsize(tensor):
     return ITEMSIZE[tensor["dtype"]]
 
 
+def _span_bytes(tensor):
+    """The bytes a described tensor spans."""
+    return span_elements(tensor["shape"], tensor["stride"]) * _itemsize(tensor)
+
+
 def _extent(tensor):
     """The bytes a described tensor spans, as (first, end)."""
-    return tensor["address"], tensor["address"] + span_elements(tensor["shape"], tensor["stride"]) * _itemsize(tensor)
+    return tensor["address"], tensor["address"] + _span_bytes(tensor)
 
 
 def _put_back_extents(template, writes):
-    """What the export writes back for `template` ((first, end), what): its tensor inputs,
-    and the state its function `writes` that is kept each replay."""
+    """What the export writes back for `template` ((first, end), role, what): its tensor
+    inputs, and the state its function `writes` that is kept each replay."""
     def kept(i):
         return i["index"] in writes and kept_each_replay(i["shape"], i["stride"], _itemsize(i))
     chosen = [i for i in template["inputs"] if "address" in i and (i["role"] == "input" or
                                                                    (i["role"] == "state" and kept(i)))]
-    return [(_extent(i), f"{template['name']} {i['role']} {i['placeholder']}") for i in chosen]
+    return [(_extent(i), i["role"], f"{template['name']} {i['role']} {i['placeholder']}") for i in chosen]
 
 
 def _refuse_overlaps(templates, function_writes):
@@ -277,12 +281,12 @@ def _refuse_overlaps(templates, function_writes):
     would read the other's bytes (an index input read from another tensor can run a kernel
     out of bounds). State two templates share, the same tensor, is put back once."""
     outputs = {(t["name"], o["index"]): o for t in templates for o in t["outputs"]}
-    written = [(extent, what) for t in templates for extent, what in _put_back_extents(t, function_writes[t["graph"]])]
-    read = [(_extent(outputs[m["template"], m["output"]]), f"{m['template']} output {m['output']}, which {t['name']} "
-             f"reads") for t in templates for m in t["from-parent"]]
-    for n, ((first, end), what) in enumerate(written):
-        for (other_first, other_end), other in written[n + 1:] + read:
-            shared_state = (first, end) == (other_first, other_end) and " state " in what and " state " in other
+    written = [put for t in templates for put in _put_back_extents(t, function_writes[t["graph"]])]
+    read = [(_extent(outputs[m["template"], m["output"]]), "output", f"{m['template']} output {m['output']}, which "
+             f"{t['name']} reads") for t in templates for m in t["from-parent"]]
+    for n, ((first, end), role, what) in enumerate(written):
+        for (other_first, other_end), other_role, other in written[n + 1:] + read:
+            shared_state = (first, end) == (other_first, other_end) and role == other_role == "state"
             if first < other_end and other_first < end and not shared_state:
                 raise Refused(f"{what} ({first:#x}..{end:#x}) overlaps {other} ({other_first:#x}..{other_end:#x}): "
                               f"one snapshot cannot hold both as their last replays found them")
@@ -303,7 +307,7 @@ def put_back(template, kept):
                       f"({', '.join(missing)}) were not kept; call use_arena(..., graph_trees=True) before the "
                       f"step is first compiled")
     small = [i for i in tensors if i["role"] == "state" and i["index"] not in kept
-             and _extent(i)[1] - _extent(i)[0] <= SMALL_STATE]
+             and _span_bytes(i) <= SMALL_STATE]
     if small:
         raise Refused(f"graph {template['graph']} ({template['name']}): the state its last replay read "
                       f"({', '.join(i['placeholder'] for i in small)}) was not kept as that replay found it (state "

@@ -199,10 +199,9 @@ def _keep_last_inputs(cudagraph_trees):
         inputs = {i: expanded(dsts[i], self.expanded_dims[i]) for i in self.non_static_input_idx}
         state = {i: graph_trees.input_tensor(self, i, dsts) for i in self.wrapped_function.mutated_input_idxs
                  if i not in inputs}
-        small = {i for i, t in state.items()
+        small = {i: t for i, t in state.items()
                  if hasattr(t, "data_ptr") and graph_trees.kept_each_replay(t.shape, t.stride(), t.element_size())}
-        self.gnomon_last_inputs = {i: _on_host(t) for i, t in {**inputs, **state}.items()
-                                   if hasattr(t, "data_ptr") and (i in inputs or i in small)}
+        self.gnomon_last_inputs = {i: _on_host(t) for i, t in {**inputs, **small}.items() if hasattr(t, "data_ptr")}
         self.gnomon_replayed = next(replays)
 
     cudagraph_trees.CUDAGraphNode._copy_inputs_and_remove_from_src = copy_and_keep

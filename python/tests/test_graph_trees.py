@@ -304,3 +304,11 @@ def test_a_static_view_is_read_at_its_own_address_not_its_storages():
     node.static_input_data_ptrs[0] = 0x7000 + 3
     with pytest.raises(graph_trees.Refused, match="not a whole element into its storage"):
         graph_trees.input_tensor(node, 0)
+
+
+def test_state_is_kept_each_replay_only_when_small_and_without_gaps():
+    assert graph_trees.kept_each_replay([4, 8], [8, 1], 2)
+    assert not graph_trees.kept_each_replay([4, 8], [16, 1], 2), "rows 16 apart leave gaps another tensor may fill"
+    assert graph_trees.kept_each_replay([32, 1024], [1024, 1], 2), "64 KiB exactly"
+    assert not graph_trees.kept_each_replay([32, 1025], [1025, 1], 2)
+    assert graph_trees.span_elements([3, 0], [1, 1]) == 0
