@@ -17,7 +17,7 @@
 //! The `outputs`, `determinism` and `poison-independence` cases use this one rule; the
 //! checker's self-test feeds it defects at each output's stated floor.
 
-use std::{collections::HashMap, ops::Range};
+use std::{collections::HashMap, ops::Range, sync::Arc};
 
 use gnomon_format::{
     hash_hex,
@@ -278,11 +278,12 @@ impl<'m> Agreements<'m> {
     /// case states, which the rule must refuse.
     pub fn wrongs(&self, o: &OutputCheck) -> Vec<(String, OutputCheck)> {
         let with =
-            |bytes: Vec<u8>| OutputCheck { actual_sha256: flip_first_digit(&o.actual_sha256), bytes, ..o.clone() };
+            |bytes: Arc<Vec<u8>>| OutputCheck { actual_sha256: flip_first_digit(&o.actual_sha256), bytes, ..o.clone() };
         let Some(v) = self.varying.get(&(o.template.as_str(), o.buffer.as_str())) else {
-            return vec![("its digest changed".into(), with(o.bytes.clone()))];
+            return vec![("its digest changed".into(), with(Arc::clone(&o.bytes)))];
         };
-        let mut wrongs = vec![("every byte inverted".into(), with(v.first_launch.iter().map(|b| !b).collect()))];
+        let mut wrongs =
+            vec![("every byte inverted".into(), with(Arc::new(v.first_launch.iter().map(|b| !b).collect())))];
         let (Some(bounds), element) = (v.bounds, v.variation.element) else { return wrongs };
         let elements = v.first_launch.len() / element.size();
         let block = BLOCK_BYTES / element.size();
@@ -293,7 +294,7 @@ impl<'m> Agreements<'m> {
         for (what, range, bound, statistic) in moves {
             if let Some((bytes, distance)) = past_limit(element, &v.first_launch, range, bound.limit, statistic) {
                 let by = in_means(&bound, statistic(&distance));
-                wrongs.push((format!("{what} ({by} recorded means)"), with(bytes)));
+                wrongs.push((format!("{what} ({by} recorded means)"), with(Arc::new(bytes))));
             }
         }
         wrongs
@@ -392,7 +393,7 @@ pub(super) mod tests {
             launch: 0,
             expected_sha256: String::new(),
             actual_sha256: digest(&bytes),
-            bytes,
+            bytes: bytes.into(),
         }
     }
 

@@ -138,7 +138,7 @@ mod tests {
                 launch: launch as u32,
                 expected_sha256: o.sha256.clone(),
                 actual_sha256: actual[launch].repeat(32),
-                bytes: Vec::new(),
+                bytes: Default::default(),
             }));
         }
         checks

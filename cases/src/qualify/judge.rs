@@ -561,7 +561,7 @@ mod tests {
             launch,
             expected_sha256: "aa".repeat(32),
             actual_sha256: digest.repeat(32),
-            bytes: Vec::new(),
+            bytes: Default::default(),
         }
     }
 
@@ -796,7 +796,7 @@ mod tests {
             launch: 0,
             expected_sha256: "ab".repeat(32),
             actual_sha256: "ab".repeat(32),
-            bytes: Vec::new(),
+            bytes: Default::default(),
         };
         let outputs = vec![output("a"), output("b")];
         let agreements = Agreements::default();

@@ -316,7 +316,7 @@ mod tests {
             launch: 0,
             expected_sha256: String::new(),
             actual_sha256: String::new(),
-            bytes: vec![],
+            bytes: Default::default(),
         }
     }
 

@@ -35,7 +35,7 @@ pub(super) fn launch_draws(
                     launch: launch as u32,
                     expected_sha256: o.sha256.clone(),
                     actual_sha256,
-                    bytes: Vec::new(),
+                    bytes: Default::default(),
                 }));
             }
         }
