@@ -21,13 +21,11 @@ use std::{collections::HashMap, ops::Range, sync::Arc};
 
 use gnomon_format::{
     hash_hex,
-    spread::{
-        near_tie, past_limit, Allowance, Blank, Bound, Bounds, Distance, Element, Fit, BLOCK_BYTES, DEFAULT_MARGIN,
-    },
+    spread::{near_tie, past_limit, Allowance, Blank, Bound, Bounds, Distance, Fit, BLOCK_BYTES, DEFAULT_MARGIN},
     Core, Manifest, Variation,
 };
 
-use gnomon_core::replay::OutputCheck;
+use gnomon_core::replay::{BlankOutput, OutputCheck};
 
 /// How a profile lets varying outputs pass.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,13 +100,11 @@ impl Floor {
     }
 }
 
-/// The varying outputs of a core, by template and buffer, and each output's element
-/// where the core declares it.
+/// The varying outputs of a core, by template and buffer.
 #[derive(Default)]
 pub struct Agreements<'m> {
     rule: Rule,
     varying: HashMap<(&'m str, &'m str), Varying<'m>>,
-    elements: HashMap<(&'m str, &'m str), Element>,
 }
 
 impl<'m> Agreements<'m> {
@@ -139,12 +135,8 @@ impl<'m> Agreements<'m> {
             .filter_map(|(at, o)| Some((at, o.variation.as_ref()?)))
             .collect();
         let mut varying = HashMap::new();
-        let mut elements = HashMap::new();
         for e in &m.expectations {
             for o in &e.outputs {
-                if let Some(element) = o.element {
-                    elements.insert((e.template.as_str(), o.buffer.as_str()), element);
-                }
                 let Some(variation) = &o.variation else { continue };
                 let first_launch = read(&variation.file, &o.sha256)?;
                 let source = variation.spread_of.as_ref().and_then(|s| variations.get(&(&*s.template, &*s.buffer)));
@@ -155,25 +147,7 @@ impl<'m> Agreements<'m> {
                 );
             }
         }
-        Ok(Self { rule, varying, elements })
-    }
-
-    /// Why agreeing with `o` would check nothing, if it would: its elements (declared by
-    /// the core, or its variation's) are all NaN or infinite, or all one value.
-    pub fn checks_nothing(&self, o: &OutputCheck) -> Option<String> {
-        let at = (o.template.as_str(), o.buffer.as_str());
-        let element = self.elements.get(&at).copied().or_else(|| Some(self.varying.get(&at)?.variation.element))?;
-        let n = o.bytes.len() / element.size();
-        let what = match element.blank(&o.bytes)? {
-            Blank::NonFinite => format!("every one of its {n} {element:?} elements is NaN or infinite"),
-            Blank::Alike(value) => format!("all {n} of its {element:?} elements are {value:e}"),
-        };
-        Some(format!(
-            "template `{}` output `{}` checks nothing: {what} in the original's first launch, so agreeing with it \
-             says nothing of the port (a port that reads memory it never writes can give this: see \
-             poison-independence)",
-            o.template, o.buffer
-        ))
+        Ok(Self { rule, varying })
     }
 
     /// The detection floor of every varying output whose distances are recorded, least
@@ -321,6 +295,23 @@ fn in_means(bound: &Bound, value: f64) -> String {
     bound.in_means(value).map_or(format!("{value:.3e} absolute"), |m| format!("{m:.2}"))
 }
 
+/// Why agreeing with `o` would check nothing, if it would: its elements, as the reader
+/// found them (of the element type the core declares, or its variation's), are all NaN or
+/// infinite, or all one value.
+pub fn checks_nothing(o: &OutputCheck) -> Option<String> {
+    let BlankOutput { element, elements: n, all } = o.blank?;
+    let what = match all {
+        Blank::NonFinite => format!("every one of its {n} {element:?} elements is NaN or infinite"),
+        Blank::Alike(value) => format!("all {n} of its {element:?} elements are {value:e}"),
+    };
+    Some(format!(
+        "template `{}` output `{}` checks nothing: {what} in the original's first launch, so agreeing with it \
+         says nothing of the port (a port that reads memory it never writes can give this: see \
+         poison-independence)",
+        o.template, o.buffer
+    ))
+}
+
 pub(crate) fn flip_first_digit(hex: &str) -> String {
     let mut chars: Vec<char> = hex.chars().collect();
     if let Some(c) = chars.first_mut() {
@@ -381,6 +372,13 @@ pub(super) mod tests {
         (m, first)
     }
 
+    /// A first launch of `bytes` as the reader gives it: blank where they check nothing.
+    pub(in crate::qualify) fn read_as(template: &str, element: Element, bytes: Vec<u8>) -> OutputCheck {
+        let blank =
+            element.blank(&bytes).map(|all| BlankOutput { element, elements: bytes.len() / element.size(), all });
+        OutputCheck { blank, ..output(template, bytes) }
+    }
+
     /// The agreements of a core from [`manifest`], its varying output's first launch `first`.
     pub(in crate::qualify) fn agreements(m: &Manifest, first: Vec<u8>) -> Agreements<'_> {
         Agreements::from_manifest(m, Rule::default(), move |_, _| Ok(first.clone())).unwrap()
@@ -394,6 +392,7 @@ pub(super) mod tests {
             expected_sha256: String::new(),
             actual_sha256: digest(&bytes),
             bytes: bytes.into(),
+            blank: None,
         }
     }
 
@@ -716,21 +715,15 @@ pub(super) mod tests {
         assert_eq!(order, ["w", "b", "q"], "one launch's floors, the split-K output's, then one catching any change");
     }
 
-    /// Outputs of nothing but NaN, or of one value, check nothing; the core says which
-    /// outputs are floats, so integer outputs alike (tokens) are values.
+    /// Outputs the reader found of nothing but NaN, or of one value, check nothing; the
+    /// element is the one the reader found (integer outputs alike, tokens, are values).
     #[test]
     fn outputs_that_say_nothing_check_nothing() {
-        let (mut m, _) = manifest(Element::Float32, |_| {});
-        m.expectations[0].outputs[0].element = Some(Element::Float32);
-        let agreements = Agreements::from_manifest(&m, Rule::default(), |_, _| Ok(floats(&FIRST))).unwrap();
-        let a = m.expectations[0].template.clone();
-        let nan = agreements.checks_nothing(&output(&a, vec![0xff; 64])).unwrap();
+        let nan = checks_nothing(&read_as("a", Element::Float32, vec![0xff; 64])).unwrap();
         assert!(nan.contains("every one of its 16 Float32 elements is NaN or infinite"), "{nan}");
-        let zeros = agreements.checks_nothing(&output("b", floats(&[0.0; 8]))).unwrap();
+        let zeros = checks_nothing(&read_as("b", Element::Float32, floats(&[0.0; 8]))).unwrap();
         assert!(zeros.contains("all 8 of its Float32 elements are 0e0"), "{zeros}");
-        assert_eq!(agreements.checks_nothing(&output(&a, floats(&FIRST))), None);
-        m.expectations[0].outputs[0].element = Some(Element::Bytes);
-        let agreements = Agreements::from_manifest(&m, Rule::default(), |_, _| Ok(floats(&FIRST))).unwrap();
-        assert_eq!(agreements.checks_nothing(&output(&a, vec![0; 64])), None, "integers alike");
+        assert_eq!(checks_nothing(&read_as("a", Element::Float32, floats(&FIRST))), None);
+        assert_eq!(checks_nothing(&read_as("a", Element::Bytes, vec![0; 64])), None, "integers alike");
     }
 }

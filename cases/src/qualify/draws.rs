@@ -139,6 +139,7 @@ mod tests {
                 expected_sha256: o.sha256.clone(),
                 actual_sha256: actual[launch].repeat(32),
                 bytes: Default::default(),
+                blank: None,
             }));
         }
         checks

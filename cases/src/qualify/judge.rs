@@ -562,6 +562,7 @@ mod tests {
             expected_sha256: "aa".repeat(32),
             actual_sha256: digest.repeat(32),
             bytes: Default::default(),
+            blank: None,
         }
     }
 
@@ -797,6 +798,7 @@ mod tests {
             expected_sha256: "ab".repeat(32),
             actual_sha256: "ab".repeat(32),
             bytes: Default::default(),
+            blank: None,
         };
         let outputs = vec![output("a"), output("b")];
         let agreements = Agreements::default();

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use gnomon_core::replay::OutputCheck;
 use gnomon_format::spread::{FALSE_FAILURE_RATE, MISS_RATE};
 
-use super::agreement::{distances_said, Agreement, Agreements, Floor};
+use super::agreement::{checks_nothing, distances_said, Agreement, Agreements, Floor};
 use crate::{measured, Metrics, Verdict};
 
 /// What the judge knows of a template from the manifest.
@@ -181,7 +181,7 @@ pub(super) fn outputs_of(
     let mut agreed = Agreed::default();
     let mut differing = Vec::new();
     for o in outputs.iter().filter(|o| o.template == t.name && o.launch == 0) {
-        match agreements.agrees(o, &o.expected_sha256).map(|a| (a, agreements.checks_nothing(o))) {
+        match agreements.agrees(o, &o.expected_sha256).map(|a| (a, checks_nothing(o))) {
             Ok((_, Some(nothing))) => differing.push(nothing),
             Ok((agreement, None)) => agreed.add(o, agreement),
             Err(why) => differing.push(match (reference.differences)(o) {
@@ -317,6 +317,7 @@ mod tests {
             expected_sha256: String::new(),
             actual_sha256: String::new(),
             bytes: Default::default(),
+            blank: None,
         }
     }
 

@@ -36,6 +36,7 @@ pub(super) fn launch_draws(
                     expected_sha256: o.sha256.clone(),
                     actual_sha256,
                     bytes: Default::default(),
+                    blank: None,
                 }));
             }
         }

@@ -29,7 +29,7 @@ use bytesize::ByteSize;
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
 pub use loaded::{LoadedState, Scope, Scoping};
-pub use outputs::OutputTraffic;
+pub use outputs::{BlankOutput, OutputTraffic};
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, SpeedsTimed, TIMED_LAUNCHES};
@@ -69,11 +69,14 @@ pub struct OutputCheck {
     pub launch: u32,
     pub expected_sha256: String,
     pub actual_sha256: String,
-    /// The output's bytes, kept for the first launch, and for every launch of an output
-    /// the core records as varying (later launches of the others are judged by digest).
-    /// Shared: a launch whose device sums found it alike the first holds the first's
-    /// bytes, not a copy of them (the serving catalogue's first launches are 23.6 GB).
+    /// The output's bytes where a rule reads them: every launch of an output the core
+    /// records as varying (judged by its distance from the first), and the first launch
+    /// of a template with a CPU reference; empty otherwise, since the others are judged
+    /// by digest and the serving catalogue's first launches alone are 23.6 GB. Shared: a
+    /// launch whose device sums found it alike the first holds the first's bytes.
     pub bytes: Arc<Vec<u8>>,
+    /// What a launch's elements all are, when they check nothing, found as it was read.
+    pub blank: Option<BlankOutput>,
 }
 
 impl OutputCheck {

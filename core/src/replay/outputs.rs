@@ -7,7 +7,11 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use gnomon_format::{digest::sha256_each, Expectation};
+use gnomon_format::{
+    digest::sha256_each,
+    spread::{Blank, Element},
+    Expectation, OutputDigest,
+};
 
 use super::{Checksummer, LoadedState, OutputCheck, RangeCheck};
 use crate::{cuda::Stream, errors::ReplayError};
@@ -46,6 +50,32 @@ impl std::ops::AddAssign for OutputTraffic {
         self.read_bytes += other.read_bytes;
         self.summed_bytes += other.summed_bytes;
     }
+}
+
+/// An output whose elements check nothing (all NaN or infinite, or all one value): its
+/// element type, how many elements it has and what they all are. Found where the output
+/// is read, since its bytes are kept only where a rule reads them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlankOutput {
+    pub element: Element,
+    pub elements: usize,
+    pub all: Blank,
+}
+
+impl BlankOutput {
+    /// What `bytes` of output `o` all are, where its element type is known and they check
+    /// nothing.
+    fn of(o: &OutputDigest, bytes: &[u8]) -> Option<Self> {
+        let element = o.element.or_else(|| Some(o.variation.as_ref()?.element))?;
+        let all = element.blank(bytes)?;
+        Some(Self { element, elements: bytes.len() / element.size(), all })
+    }
+}
+
+/// Whether a rule reads the bytes of `o`'s `launch`: every launch of a varying output, and
+/// the first launch of a template with a CPU reference.
+fn kept(e: &Expectation, o: &OutputDigest, launch: u32) -> bool {
+    o.variation.is_some() || (launch == 0 && e.reference.is_some())
 }
 
 /// Where a reader finds a launch's outputs: the arena on the device ([`OnDevice`]), or in
@@ -163,7 +193,8 @@ impl<'p, S: OutputSource> OutputReader<'p, S> {
                         launch,
                         expected_sha256: o.sha256.clone(),
                         actual_sha256,
-                        bytes: if launch == 0 || o.variation.is_some() { Arc::new(bytes) } else { Arc::default() },
+                        blank: if launch == 0 { BlankOutput::of(o, &bytes) } else { None },
+                        bytes: if kept(e, o, launch) { Arc::new(bytes) } else { Arc::default() },
                     }
                 }
             });
@@ -192,8 +223,8 @@ fn first_to_compare<'p>(
 }
 
 /// For each output of a template's `launch`, its check when its device sum is the first
-/// launch's (the first launch's digest, and its bytes where a read would have kept them:
-/// a first launch's, under the second poison, and every launch's of a varying output); `None` where the sums differ and the output must be read. A
+/// launch's (the first launch's digest and blankness, and its bytes where a read would
+/// have kept them, [`kept`]); `None` where the sums differ and the output must be read. A
 /// single changed 32-bit word always changes the sum (each word is mixed with its position
 /// by a bijection); several changes escape it only by cancelling modulo 2^64.
 fn alike_first(
@@ -203,14 +234,15 @@ fn alike_first(
     e: &Expectation,
     launch: u32,
 ) -> Vec<Option<OutputCheck>> {
-    let alike = |((f, o), (was, is)): ((&OutputCheck, &gnomon_format::OutputDigest), (&u64, &u64))| {
+    let alike = |((f, o), (was, is)): ((&OutputCheck, &OutputDigest), (&u64, &u64))| {
         (was == is).then(|| OutputCheck {
             template: f.template.clone(),
             buffer: f.buffer.clone(),
             launch,
             expected_sha256: f.expected_sha256.clone(),
             actual_sha256: f.actual_sha256.clone(),
-            bytes: if launch == 0 || o.variation.is_some() { Arc::clone(&f.bytes) } else { Arc::default() },
+            bytes: if kept(e, o, launch) { Arc::clone(&f.bytes) } else { Arc::default() },
+            blank: f.blank,
         })
     };
     first.iter().zip(&e.outputs).zip(first_sums.iter().zip(now)).map(alike).collect()
@@ -246,6 +278,7 @@ mod tests {
             expected_sha256: o.sha256.clone(),
             actual_sha256: format!("{i}").repeat(64),
             bytes: vec![i as u8; 8].into(),
+            blank: None,
         };
         e.outputs.iter().enumerate().map(check).collect()
     }
@@ -309,14 +342,15 @@ mod tests {
         let left = [vec![a.clone(), b.clone()], vec![a.clone(), b.clone()], vec![a.clone(), b_changed.clone()]];
         let (outputs, _, traffic, reads) = pass(&e, &left, None, true);
         assert_eq!(reads, [2, 0, 1], "the first launch read whole, then only the output that differs");
+        // Neither varies nor has a CPU reference: judged by digest, no bytes kept.
         let digest = |bytes: &[u8]| sha256_each(&[bytes]).remove(0);
         let said: Vec<(u32, &str, String, usize)> =
             outputs.iter().map(|o| (o.launch, o.buffer.as_str(), o.actual_sha256.clone(), o.bytes.len())).collect();
         assert_eq!(
             said,
             [
-                (0, "b0", digest(&a), a.len()),
-                (0, "b1", digest(&b), b.len()),
+                (0, "b0", digest(&a), 0),
+                (0, "b1", digest(&b), 0),
                 (1, "b0", digest(&a), 0),
                 (1, "b1", digest(&b), 0),
                 (2, "b0", digest(&a), 0),
@@ -340,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_launch_under_the_second_poison_is_held_to_the_restores_first() {
-        let e = expectation(&[false, false]);
+        let e = expectation(&[true, false]);
         let (a, b) = (vec![1u8; 256 << 10], vec![2u8; 256 << 10]);
         let (first, firsts, _, _) = pass(&e, &[vec![a.clone(), b.clone()]], None, true);
         let poisoned = vec![a.clone(), vec![0xa5; 256 << 10]];
@@ -390,9 +424,33 @@ mod tests {
         // alike and varying: the first launch's bytes too; a differing sum: read back.
         assert_eq!(said, [Some((2, "0".into(), 0)), None, Some((2, "2".into(), 8)), None]);
         assert!(got.iter().flatten().all(|c| c.expected_sha256 == "e".repeat(64) && c.buffer.starts_with('b')));
-        // The launch under the second poison is a pass's first: it keeps every output's
-        // bytes, as a read would have.
+        // The launch under the second poison keeps what a read would have: a varying
+        // output's bytes, and no others (this template has no CPU reference).
         let under_second_poison = alike_first(&first(&e), &[1, 2, 3, 4], &[1, 2, 3, 4], &e, 0);
-        assert!(under_second_poison.iter().all(|c| c.as_ref().is_some_and(|c| c.bytes.len() == 8 && c.launch == 0)));
+        let kept: Vec<usize> = under_second_poison.iter().flatten().map(|c| c.bytes.len()).collect();
+        assert_eq!(kept, [0, 0, 8, 8]);
+    }
+
+    /// A first launch's bytes are kept only where a rule reads them (a varying output's,
+    /// a template's with a CPU reference), and whether its elements check nothing is
+    /// found as it is read, whichever is kept.
+    #[test]
+    fn a_first_launch_keeps_its_bytes_where_a_rule_reads_them_and_says_if_it_is_blank() {
+        let mut e = expectation(&[false, true]);
+        e.outputs[0].element = Some(Element::Float32);
+        let zeros = vec![0u8; 64];
+        let left = [vec![zeros.clone(), vec![7u8; 64]]];
+        let (outputs, ..) = pass(&e, &left, None, false);
+        let said: Vec<(usize, Option<BlankOutput>)> = outputs.iter().map(|o| (o.bytes.len(), o.blank)).collect();
+        let all_zero = BlankOutput { element: Element::Float32, elements: 16, all: Blank::Alike(0.0) };
+        // The varying output's element is its variation's: 7s as float32 are one value too.
+        let all_sevens = BlankOutput { all: Blank::Alike(f32::from_le_bytes([7; 4]).into()), ..all_zero };
+        assert_eq!(said, [(0, Some(all_zero)), (64, Some(all_sevens))]);
+        e.reference = Some("cpu".into());
+        let (outputs, ..) = pass(&e, &left, None, false);
+        assert_eq!(outputs.iter().map(|o| o.bytes.len()).collect::<Vec<_>>(), [64, 64], "a CPU reference reads both");
+        e.outputs[0].element = None;
+        let (outputs, ..) = pass(&e, &left, None, false);
+        assert_eq!(outputs[0].blank, None, "an output of no declared element is not judged blank");
     }
 }
