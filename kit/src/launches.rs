@@ -82,6 +82,15 @@ impl<'d> Observed<'d> {
         Self { compared, first: bytes, sha256, others: Vec::new(), spread, tokens, sums: HashSet::new() }
     }
 
+    /// Lets go of the first launch's bytes of an output that did not vary: only a like
+    /// output's spread, found in a later template, asks for them again ([`first_again`]),
+    /// and held for every template they were the serving catalogue's 23.6 GB.
+    fn forget_first_unless_varied(&mut self) {
+        if self.others.is_empty() {
+            self.first = Vec::new();
+        }
+    }
+
     fn again(&mut self, bytes: &[u8], sha256: String) {
         if sha256 != self.sha256 && !self.others.contains(&sha256) {
             self.spread.add(&self.first, bytes);
@@ -340,7 +349,7 @@ pub fn expectations(
             stages.relaunched += 1;
             outcome = template.launch(launcher, &Scope::All, &mut stages)?;
         }
-        let (observed, launches, speed) = outcome;
+        let (mut observed, launches, speed) = outcome;
         if observed.is_empty() {
             return Err(KitError::NoOutputs(name.clone()));
         }
@@ -364,6 +373,10 @@ pub fn expectations(
                 kernels.found(m, name, node);
             }
         }
+        // A rank launches with its peers, so its first bytes could not be had again alone.
+        if ranks.is_none() {
+            observed.iter_mut().for_each(Observed::forget_first_unless_varied);
+        }
         launched.push(Launched { name, observed, launches, speed });
         progress.advance(1);
     }
@@ -371,7 +384,26 @@ pub fn expectations(
     if !unwritten.is_empty() {
         return Err(KitError::ReadsUnwritten(unwritten.join("; ")));
     }
-    record(exporter, m, launched, &kernels, stages, executable_bytes)
+    let again = |t: &Launched, o: &Observed| match graphs.iter().find(|(name, _)| name == t.name) {
+        Some((_, graph)) => first_again(launcher, graph, flags, o),
+        None => Err(KitError::Role(format!("template `{}` is not among the graphs exported", t.name))),
+    };
+    record(exporter, m, launched, &kernels, stages, executable_bytes, again)
+}
+
+/// The bytes `o`'s first launch gave, from a launch of its template again from the loaded
+/// state: held to the digest every one of its launches gave.
+fn first_again(launcher: &Launcher, graph: &RetainedGraph, flags: u64, o: &Observed) -> Result<Vec<u8>, KitError> {
+    let Launcher { state, stream, .. } = launcher;
+    let exec = instantiated(launcher, graph, flags)?;
+    state.reset(stream)?;
+    exec.launch(stream)?;
+    stream.synchronize()?;
+    let bytes = state.read(&o.compared.buffer)?;
+    match sha256_each(&[&bytes]).remove(0) == o.sha256 {
+        true => Ok(bytes),
+        false => Err(KitError::VariedWhenAgain(o.compared.buffer.clone())),
+    }
 }
 
 /// What a template that read memory it never wrote did, in words: the outputs that
@@ -525,6 +557,7 @@ fn record(
     kernels: &VaryingKernels,
     stages: ExpectationStages,
     executable_bytes: u64,
+    first_again: impl Fn(&Launched, &Observed) -> Result<Vec<u8>, KitError>,
 ) -> Result<Expected, KitError> {
     let sources = spread_sources(&launched);
     let mut expected = Expected {
@@ -547,23 +580,26 @@ fn record(
                 (true, false) => sources.get(&role_of(&o.compared.buffer, t.name)).copied(),
                 _ => None,
             };
-            let variation = match spread_of {
+            let varying = match spread_of {
                 None if o.others.is_empty() => None,
-                None => Some(o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone())),
+                None => Some((o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone()), o.first.clone())),
                 Some((_, source)) if source.compared.element != o.compared.element => None,
                 Some((template, source)) => {
-                    let mut v = source.variation(t.launches, exporter.store_output(&o.first)?, ids.clone());
+                    // Its first bytes were let go where it did not vary, unless it is a rank's.
+                    let first = if o.first.is_empty() { first_again(t, o)? } else { o.first.clone() };
+                    let mut v = source.variation(t.launches, exporter.store_output(&first)?, ids.clone());
                     (v.sha256s, v.distances, v.max_abs, v.max_ulp) = (Vec::new(), Vec::new(), 0.0, 0);
                     // Its tokens are its own launches' (the rows of its own logits).
                     v.tokens = o.tokens.clone();
                     v.spread_of = Some(OutputRef { template: template.into(), buffer: source.compared.buffer.clone() });
-                    Some(v)
+                    Some((v, first))
                 }
             };
-            if let Some(v) = &variation {
-                expected.varied.push(varied(t.name, o, v, &nodes));
-                expected.first_launches.insert((t.name.to_owned(), o.compared.buffer.clone()), o.first.clone());
-            }
+            let variation = varying.map(|(v, first)| {
+                expected.varied.push(varied(t.name, o, &v, &nodes));
+                expected.first_launches.insert((t.name.to_owned(), o.compared.buffer.clone()), first);
+                v
+            });
             let (buffer, sha256, element) = (o.compared.buffer.clone(), o.sha256.clone(), Some(o.compared.element));
             outputs.push(OutputDigest { buffer, sha256, variation, element });
         }
@@ -922,6 +958,21 @@ mod tests {
         assert_eq!(v.tokens, Some(gnomon_format::spread::Tokens { vocabulary: 2, rows: vec![vec![0, 1], vec![1]] }));
         let plain = compared(Element::Float32);
         assert_eq!(Observed::first(&plain, first.clone(), sha256(&first)).tokens, None);
+    }
+
+    /// Once its template's launches are judged, an output that did not vary lets its first
+    /// launch's bytes go, and one that varied keeps them for the core.
+    #[test]
+    fn only_a_varying_output_keeps_its_first_launchs_bytes() {
+        let c = compared(Element::Float32);
+        let (first, other) = (f32s(&[1.0, 2.0]), f32s(&[1.0, 2.5]));
+        let mut fixed = Observed::first(&c, first.clone(), sha256(&first));
+        fixed.again(&first, sha256(&first));
+        let mut varying = Observed::first(&c, first.clone(), sha256(&first));
+        varying.again(&other, sha256(&other));
+        fixed.forget_first_unless_varied();
+        varying.forget_first_unless_varied();
+        assert_eq!((fixed.first.len(), varying.first), (0, first));
     }
 
     /// Under the second poison, an output is read back only where its sum is none its
