@@ -55,8 +55,8 @@ pub enum KitError {
     Draws(String),
     #[error("template `{0}` has no outputs: name at least one tensor it writes in `outputs`")]
     NoOutputs(String),
-    #[error("output `{0}` gave other bytes when its template was launched again for its first launch's bytes, though every launch before gave one result: export again, launching more times")]
-    VariedWhenAgain(String),
+    #[error("template `{template}`: {outputs} did not give their first launch's bytes again in {launches} launches from the loaded state, though each of their launches before gave one result (the template runs a kernel found to vary): export again, launching more times")]
+    VariedWhenAgain { template: String, outputs: String, launches: u32 },
     #[error("template `{template}` output `{buffer}` gave {distinct} different results over {launches} launches from the same state, and a bitwise export was asked for; the first node found to vary: {nodes}")]
     Varies { template: String, buffer: String, distinct: usize, launches: u32, nodes: String },
     /// Under another poison pattern a template's outputs departed from its launches: the

@@ -223,6 +223,9 @@ pub struct ExpectationStages {
     pub speed_s: f64,
     /// Templates launched again resetting everything: a launch wrote where the first did not.
     pub relaunched: u32,
+    /// Templates launched again for the first launch's bytes of outputs that take a like
+    /// output's spread (their own were let go: they did not vary).
+    pub again_s: f64,
 }
 
 /// Runs `f`, adding its seconds to `into`.
@@ -373,10 +376,9 @@ pub fn expectations(
                 kernels.found(m, name, node);
             }
         }
-        // A rank launches with its peers, so its first bytes could not be had again alone.
-        if ranks.is_none() {
-            observed.iter_mut().for_each(Observed::forget_first_unless_varied);
-        }
+        // A rank's are let go too: no varying kernel is searched for in a rank's template,
+        // so none of its outputs takes a like output's spread and none launches again alone.
+        observed.iter_mut().for_each(Observed::forget_first_unless_varied);
         launched.push(Launched { name, observed, launches, speed });
         progress.advance(1);
     }
@@ -384,26 +386,64 @@ pub fn expectations(
     if !unwritten.is_empty() {
         return Err(KitError::ReadsUnwritten(unwritten.join("; ")));
     }
-    let again = |t: &Launched, o: &Observed| match graphs.iter().find(|(name, _)| name == t.name) {
-        Some((_, graph)) => first_again(launcher, graph, flags, o),
+    let again = |t: &Launched, wanted: &[&Observed]| match graphs.iter().find(|(name, _)| name == t.name) {
+        Some((_, graph)) => first_again(launcher, (t.name, graph), flags, wanted, launching.most),
         None => Err(KitError::Role(format!("template `{}` is not among the graphs exported", t.name))),
     };
     record(exporter, m, launched, &kernels, stages, executable_bytes, again)
 }
 
-/// The bytes `o`'s first launch gave, from a launch of its template again from the loaded
-/// state: held to the digest every one of its launches gave.
-fn first_again(launcher: &Launcher, graph: &RetainedGraph, flags: u64, o: &Observed) -> Result<Vec<u8>, KitError> {
+/// The bytes the first launch gave each of `wanted` (outputs of one template that did not
+/// vary), from launches of the template again from the loaded state: the first whose
+/// digests are all theirs, of at most `most`. The template runs a kernel found to vary
+/// elsewhere, so one launch may give other bytes.
+fn first_again(
+    launcher: &Launcher,
+    (template, graph): (&str, &RetainedGraph),
+    flags: u64,
+    wanted: &[&Observed],
+    most: u32,
+) -> Result<Vec<Vec<u8>>, KitError> {
     let Launcher { state, stream, .. } = launcher;
     let exec = instantiated(launcher, graph, flags)?;
-    state.reset(stream)?;
-    exec.launch(stream)?;
-    stream.synchronize()?;
-    let bytes = state.read(&o.compared.buffer)?;
-    match sha256_each(&[&bytes]).remove(0) == o.sha256 {
-        true => Ok(bytes),
-        false => Err(KitError::VariedWhenAgain(o.compared.buffer.clone())),
+    for _ in 0..most.max(1) {
+        state.reset(stream)?;
+        exec.launch(stream)?;
+        stream.synchronize()?;
+        let bytes = wanted.iter().map(|o| state.read(&o.compared.buffer)).collect::<Result<Vec<_>, _>>()?;
+        let digests = sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        if wanted.iter().zip(&digests).all(|(o, d)| *d == o.sha256) {
+            return Ok(bytes);
+        }
     }
+    let outputs = wanted.iter().map(|o| format!("`{}`", o.compared.buffer)).collect::<Vec<_>>().join(", ");
+    Err(KitError::VariedWhenAgain { template: template.into(), outputs, launches: most.max(1) })
+}
+
+/// Which like output's spread each of `observed` takes (template `template`, whose nodes
+/// that run a kernel found to vary are `nodes`): one that did not vary, where its template
+/// runs such a kernel, takes the widest of its role's of the same element.
+fn spreads_taken<'l, 'd>(
+    observed: &[Observed<'d>],
+    template: &str,
+    nodes: &[(String, String)],
+    sources: &HashMap<String, (&'d str, &'l Observed<'d>)>,
+) -> Vec<Option<(&'d str, &'l Observed<'d>)>> {
+    let taken = |o: &Observed<'d>| {
+        let (source_template, source) = *sources.get(&role_of(&o.compared.buffer, template))?;
+        let takes = o.others.is_empty() && !nodes.is_empty() && source.compared.element == o.compared.element;
+        takes.then_some((source_template, source))
+    };
+    observed.iter().map(taken).collect()
+}
+
+/// The outputs whose first launch's bytes must be had again: those that take a like
+/// output's spread (the core stores their first launch) and let them go.
+fn first_bytes_wanted<'o, 'd>(
+    observed: &'o [Observed<'d>],
+    spreads: &[Option<(&str, &Observed)>],
+) -> Vec<&'o Observed<'d>> {
+    observed.iter().zip(spreads).filter(|(o, s)| s.is_some() && o.first.is_empty()).map(|(o, _)| o).collect()
 }
 
 /// What a template that read memory it never wrote did, in words: the outputs that
@@ -557,7 +597,7 @@ fn record(
     kernels: &VaryingKernels,
     stages: ExpectationStages,
     executable_bytes: u64,
-    first_again: impl Fn(&Launched, &Observed) -> Result<Vec<u8>, KitError>,
+    first_again: impl Fn(&Launched, &[&Observed]) -> Result<Vec<Vec<u8>>, KitError>,
 ) -> Result<Expected, KitError> {
     let sources = spread_sources(&launched);
     let mut expected = Expected {
@@ -573,20 +613,21 @@ fn record(
         let nodes = kernels.nodes_in(m, t.name);
         let ids: Vec<String> = nodes.iter().map(|(id, _)| id.clone()).collect();
         let mut outputs = Vec::new();
-        for o in &t.observed {
-            // An output that did not vary takes a like output's spread only where its
-            // template runs a kernel found to vary.
-            let spread_of = match (o.others.is_empty(), nodes.is_empty()) {
-                (true, false) => sources.get(&role_of(&o.compared.buffer, t.name)).copied(),
-                _ => None,
-            };
+        let spreads = spreads_taken(&t.observed, t.name, &nodes, &sources);
+        let wanted = first_bytes_wanted(&t.observed, &spreads);
+        let mut again: HashMap<&str, Vec<u8>> = match wanted.is_empty() {
+            true => HashMap::new(),
+            false => {
+                let bytes = timed(&mut expected.stages.again_s, || first_again(t, &wanted))?;
+                wanted.iter().map(|o| o.compared.buffer.as_str()).zip(bytes).collect()
+            }
+        };
+        for (o, spread_of) in t.observed.iter().zip(spreads) {
             let varying = match spread_of {
                 None if o.others.is_empty() => None,
                 None => Some((o.variation(t.launches, exporter.store_output(&o.first)?, ids.clone()), o.first.clone())),
-                Some((_, source)) if source.compared.element != o.compared.element => None,
                 Some((template, source)) => {
-                    // Its first bytes were let go where it did not vary, unless it is a rank's.
-                    let first = if o.first.is_empty() { first_again(t, o)? } else { o.first.clone() };
+                    let first = again.remove(o.compared.buffer.as_str()).unwrap_or_else(|| o.first.clone());
                     let mut v = source.variation(t.launches, exporter.store_output(&first)?, ids.clone());
                     (v.sha256s, v.distances, v.max_abs, v.max_ulp) = (Vec::new(), Vec::new(), 0.0, 0);
                     // Its tokens are its own launches' (the rows of its own logits).
@@ -899,6 +940,33 @@ mod tests {
         let sources = spread_sources(&launched);
         let (template, source) = sources[&role_of("output/b16/logits", "b16")];
         assert_eq!((template, source.spread.differing), ("b4", 2));
+    }
+
+    /// An output that did not vary takes its role's spread where its template runs a
+    /// kernel found to vary and the elements agree; of those, only one whose first bytes
+    /// were let go is launched again for them.
+    #[test]
+    fn outputs_that_take_a_spread_and_let_their_first_bytes_go_are_launched_again() {
+        let (varied_c, fixed_c) = (compared_as("output/b8/y"), compared_as("output/b4/y"));
+        let halves = Compared { element: Element::Float16, ..compared_as("output/b4/y") };
+        let first = f32s(&[1.0, 2.0]);
+        let launched = |c| Observed::first(c, first.clone(), sha256(&first));
+        let mut varied = launched(&varied_c);
+        varied.again(&f32s(&[1.0, 2.5]), sha256(&f32s(&[1.0, 2.5])));
+        let source = [Launched { name: "b8", observed: vec![varied], launches: 4, speed: None }];
+        let sources = spread_sources(&source);
+        let (mut kept, mut let_go, other_element) = (launched(&fixed_c), launched(&fixed_c), launched(&halves));
+        let_go.forget_first_unless_varied();
+        kept.sha256 = "kept".into();
+        let observed = [kept, let_go, other_element];
+        let nodes = [("n3".to_owned(), "gemm".to_owned())];
+        let spreads = spreads_taken(&observed, "b4", &nodes, &sources);
+        let took: Vec<Option<&str>> = spreads.iter().map(|s| s.map(|(t, _)| t)).collect();
+        assert_eq!(took, [Some("b8"), Some("b8"), None], "a float16 output takes no float32 spread");
+        let wanted: Vec<&str> = first_bytes_wanted(&observed, &spreads).iter().map(|o| o.sha256.as_str()).collect();
+        assert_eq!(wanted, [sha256(&first)], "only the one that let its bytes go");
+        let none = spreads_taken(&observed, "b4", &[], &sources);
+        assert!(none.iter().all(Option::is_none), "a template that runs no varying kernel takes no spread");
     }
 
     fn sha256(bytes: &[u8]) -> String {

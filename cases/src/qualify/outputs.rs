@@ -378,6 +378,24 @@ mod tests {
         assert!(why.starts_with("template `a` output `y` has SHA-256 bbbb"), "{why}");
     }
 
+    /// A first launch the reader found blank fails the outputs case though its digest is
+    /// the original's, and though its bytes were not kept (it is judged by digest).
+    #[test]
+    fn a_first_launch_found_blank_checks_nothing() {
+        use gnomon_core::replay::BlankOutput;
+        use gnomon_format::spread::{Blank, Element};
+
+        let facts = TemplateFacts { name: "a", unchecked: None, expected: 1 };
+        let all = Blank::Alike(0.0);
+        let blank = Some(BlankOutput { element: Element::Bfloat16, elements: 4096, all });
+        let zeros = [OutputCheck { blank, ..launch("a", 0, "aa") }];
+        assert!(zeros[0].bytes.is_empty());
+        let Err(Verdict::Failed(why)) = outputs_of(&facts, &zeros, &Agreements::default(), &NO_REFERENCE) else {
+            panic!("an output of zeros passed")
+        };
+        assert!(why.contains("checks nothing: all 4096 of its Bfloat16 elements are 0e0"), "{why}");
+    }
+
     /// Poison-independence compares the launch under the second poison with the first
     /// launch, not with later ones.
     #[test]

@@ -242,7 +242,7 @@ fn alike_first(
             expected_sha256: f.expected_sha256.clone(),
             actual_sha256: f.actual_sha256.clone(),
             bytes: if kept(e, o, launch) { Arc::clone(&f.bytes) } else { Arc::default() },
-            blank: f.blank,
+            blank: if launch == 0 { f.blank } else { None },
         })
     };
     first.iter().zip(&e.outputs).zip(first_sums.iter().zip(now)).map(alike).collect()
@@ -429,6 +429,17 @@ mod tests {
         let under_second_poison = alike_first(&first(&e), &[1, 2, 3, 4], &[1, 2, 3, 4], &e, 0);
         let kept: Vec<usize> = under_second_poison.iter().flatten().map(|c| c.bytes.len()).collect();
         assert_eq!(kept, [0, 0, 8, 8]);
+    }
+
+    /// A varying output's later launch that its sum tells apart is read back with its
+    /// bytes: its distance from the first launch is judged from them.
+    #[test]
+    fn a_varying_outputs_later_launch_read_back_keeps_its_bytes() {
+        let e = expectation(&[true]);
+        let (first, later) = (vec![1u8; 256 << 10], vec![3u8; 256 << 10]);
+        let (outputs, ..) = pass(&e, &[vec![first], vec![later.clone()]], None, true);
+        assert_eq!((outputs[1].launch, outputs[1].bytes.as_slice()), (1, later.as_slice()));
+        assert_eq!(outputs[1].blank, None, "blankness is a first launch's");
     }
 
     /// A first launch's bytes are kept only where a rule reads them (a varying output's,
