@@ -429,6 +429,12 @@ mod tests {
         let under_second_poison = alike_first(&first(&e), &[1, 2, 3, 4], &[1, 2, 3, 4], &e, 0);
         let kept: Vec<usize> = under_second_poison.iter().flatten().map(|c| c.bytes.len()).collect();
         assert_eq!(kept, [0, 0, 8, 8]);
+        // Blankness is a first launch's: the launch under the second poison takes it, a
+        // later launch does not.
+        let blank = Some(BlankOutput { element: Element::Float32, elements: 2, all: Blank::NonFinite });
+        let firsts: Vec<OutputCheck> = first(&e).into_iter().map(|c| OutputCheck { blank, ..c }).collect();
+        let blanks = |launch| alike_first(&firsts, &[1, 2, 3, 4], &[1, 2, 3, 4], &e, launch)[0].as_ref().unwrap().blank;
+        assert_eq!((blanks(0), blanks(2)), (blank, None));
     }
 
     /// A varying output's later launch that its sum tells apart is read back with its
