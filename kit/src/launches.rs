@@ -969,6 +969,51 @@ mod tests {
         assert!(none.iter().all(Option::is_none), "a template that runs no varying kernel takes no spread");
     }
 
+    /// What `record` states: a varying output with its variation, its first launch stored
+    /// in the core and kept for the kit; an output that did not vary by its digest alone,
+    /// its template launched again for nothing where no kernel was found to vary.
+    #[test]
+    fn record_states_a_varying_output_with_its_first_launch_and_a_fixed_one_by_digest() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let producer = gnomon_format::Producer { name: "test".into(), version: "0".into(), commit: String::new() };
+        let context = gnomon_format::Context {
+            sm: 90,
+            device_name: "test".into(),
+            driver_version: 13000,
+            tp_rank: 0,
+            tp_world_size: 1,
+            producer,
+        };
+        let arena =
+            gnomon_format::Arena { base: 0x7f00_0000_0000, size: 2 << 20, shard_cap: 2 << 20, granularity: 2 << 20 };
+        let exporter = Exporter::new(&dir.path().join("core"), context, arena, Vec::new(), &[]).expect("an exporter");
+        let (varying_c, fixed_c) = (compared_as("output/b8/y"), compared_as("output/b8/z"));
+        let first = f32s(&[1.0, 2.0]);
+        let mut varying = Observed::first(&varying_c, first.clone(), sha256(&first));
+        varying.again(&f32s(&[1.0, 2.5]), sha256(&f32s(&[1.0, 2.5])));
+        let mut fixed = Observed::first(&fixed_c, first.clone(), sha256(&first));
+        varying.forget_first_unless_varied();
+        fixed.forget_first_unless_varied();
+        let launched = vec![Launched { name: "b8", observed: vec![varying, fixed], launches: 4, speed: None }];
+        let asked = std::cell::Cell::new(0);
+        let again = |_: &Launched, _: &[&Observed]| {
+            asked.set(asked.get() + 1);
+            Ok(Vec::new())
+        };
+        let (m, kernels) = (exporter.manifest(), VaryingKernels::default());
+        let expected =
+            record(&exporter, m, launched, &kernels, ExpectationStages::default(), 0, again).expect("recorded");
+        let outputs = &expected.expectations[0].outputs;
+        let said: Vec<(&str, bool)> = outputs.iter().map(|o| (o.buffer.as_str(), o.variation.is_some())).collect();
+        assert_eq!(said, [("output/b8/y", true), ("output/b8/z", false)]);
+        assert_eq!(outputs[1].sha256, sha256(&first));
+        let kept: Vec<(&(String, String), &Vec<u8>)> = expected.first_launches.iter().collect();
+        assert_eq!(kept, [(&("b8".to_owned(), "output/b8/y".to_owned()), &first)]);
+        let file = outputs[0].variation.as_ref().map(|v| v.file.as_str());
+        assert_eq!(file, Some(format!("outputs/{}.bin", sha256(&first)).as_str()), "its first launch, stored");
+        assert_eq!(asked.get(), 0, "no template runs a kernel found to vary: nothing is launched again");
+    }
+
     fn sha256(bytes: &[u8]) -> String {
         sha256_each(&[bytes]).remove(0)
     }
