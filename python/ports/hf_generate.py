@@ -16,6 +16,12 @@ the same seeded weights and prompt:
 `--logits FILE` saves what `generate` gave for the last step and, for the hand routes, what
 the captured graph gives, for `tools/compare_routes.py`.
 
+`--route forward-compiled` is the form older documentation shows,
+`model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)` before
+the same `generate`, which fails in PyTorch 2.11 itself (issue 59): under the kit it must
+end saying that the program failed in PyTorch, with the reasons Inductor logged for
+skipping CUDA graphs (item 4), before anything is exported.
+
     python -m gnomon.torch python/ports/hf_generate.py --model qwen3 --batch 1 --out CORE
 """
 
@@ -68,19 +74,22 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=8)
-    p.add_argument("--route", choices=["trees", "eager", "compiled"], default="trees")
+    p.add_argument("--route", choices=["trees", "eager", "compiled", "forward-compiled"], default="trees")
     p.add_argument("--arena", default="16GiB")
     p.add_argument("--out", required=True)
     p.add_argument("--summary")
     p.add_argument("--logits")
     a = p.parse_args()
-    gt.use_arena(a.arena, graph_trees=a.route == "trees")
+    trees = a.route in ("trees", "forward-compiled")
+    gt.use_arena(a.arena, graph_trees=trees)
     model, cfg = hf.build(a.model, a.layers)
     torch.manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt), device="cuda")
     saved = {"route": a.route}
+    if a.route == "forward-compiled":
+        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     with torch.no_grad():
-        if a.route == "trees":
+        if trees:
             for _ in range(2):
                 sequences, saved["generate"], cache = generated(model, ids, a.new_tokens)
                 # Dropped as the recipe drops it: the next call's cache takes its blocks (at
