@@ -10,10 +10,7 @@
 //! launches are timed too (replay's [`time_launches`]): what a restored template's speed
 //! is held to.
 
-use std::{
-    collections::{BTreeSet, HashMap, HashSet},
-    time::Instant,
-};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use gnomon_format::{
     digest::sha256_each,
@@ -26,7 +23,7 @@ use gnomon_core::{
     export::Exporter,
     progress::{Progress, Unit},
     replay::{
-        time_launches, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, SECOND_POISON,
+        time_launches, timed, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, SECOND_POISON,
         TIMED_LAUNCHES,
     },
     translate::Instantiate,
@@ -226,14 +223,6 @@ pub struct ExpectationStages {
     /// Templates launched again for the first launch's bytes of outputs that take a like
     /// output's spread (their own were let go: they did not vary).
     pub again_s: f64,
-}
-
-/// Runs `f`, adding its seconds to `into`.
-fn timed<T>(into: &mut f64, f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    *into += started.elapsed().as_secs_f64();
-    out
 }
 
 /// Launches of templates from the core's state as replay loads it, in the capturing

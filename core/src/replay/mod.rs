@@ -33,7 +33,7 @@ pub use outputs::{BlankOutput, OutputTraffic};
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
 pub use speed::{time_launches, SpeedsTimed, TIMED_LAUNCHES};
-pub use stage::Stage;
+pub use stage::{timed, Stage};
 pub use start::{start, StartError, Started};
 pub use upload::{shards as upload_shards, Staging, Upload, Uploaded};
 

@@ -8,9 +8,7 @@
 //! replay every writable buffer of the core, restored templates of a few tens of µs timed
 //! 3-6 µs slower than their originals.
 
-use std::time::Instant;
-
-use super::{LoadedState, Restored, Scope, Scoping};
+use super::{stage::timed, LoadedState, Restored, Scope, Scoping};
 use crate::{
     cuda::{Context, GraphExec, Stream},
     errors::ReplayError,
@@ -43,31 +41,23 @@ pub(super) fn time_recorded(restored: &Restored) -> Result<SpeedsTimed, ReplayEr
     let Restored { ctx, core, arena, plan, checksummer, .. } = *restored;
     let (m, stream) = (core.manifest(), ctx.stream()?);
     let expected = m.expectations_by_template();
-    let mut timed = SpeedsTimed::default();
-    let scoping = adding_seconds(&mut timed.scoping_s, || Scoping::new(arena, checksummer, &stream))?;
+    let mut found = SpeedsTimed::default();
+    let scoping = timed(&mut found.scoping_s, || Scoping::new(arena, checksummer, &stream))?;
     let mut progress = Progress::start("replay: speed", Unit::Items("templates"), m.templates.len() as u64);
     for (template, exec) in m.templates.iter().zip(plan.executables()) {
         if let Some(recorded) = expected.get(template.name.as_str()).and_then(|e| e.speed) {
-            let scope = adding_seconds(&mut timed.scoping_s, || scoping.scope_of(arena, checksummer, exec, &stream))?;
+            let scope = timed(&mut found.scoping_s, || scoping.scope_of(arena, checksummer, exec, &stream))?;
             let mut speed = time_launches(ctx, exec, arena, &scope, &stream, recorded.launches)?;
-            if adding_seconds(&mut timed.scoping_s, || scoping.strayed(arena, checksummer, &scope, &stream))? {
+            if timed(&mut found.scoping_s, || scoping.strayed(arena, checksummer, &scope, &stream))? {
                 speed = time_launches(ctx, exec, arena, &Scope::All, &stream, recorded.launches)?;
-                timed.retimed.push(template.name.clone());
+                found.retimed.push(template.name.clone());
             }
-            timed.speeds.push((template.name.clone(), speed));
+            found.speeds.push((template.name.clone(), speed));
         }
         progress.advance(1);
     }
     progress.finish();
-    Ok(timed)
-}
-
-/// What `f` gives, its wall seconds added to `seconds`.
-fn adding_seconds<T>(seconds: &mut f64, f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let result = f();
-    *seconds += started.elapsed().as_secs_f64();
-    result
+    Ok(found)
 }
 
 /// `launches` launches of `exec`, each after the writable buffers of `scope` were reset

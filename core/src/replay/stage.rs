@@ -2,7 +2,16 @@
 //! here once; whoever sorts stages (the qualify judge, the restore's total) matches this
 //! enum exhaustively, so a new stage cannot be filed under another by default.
 
-use std::fmt;
+use std::{fmt, time::Instant};
+
+/// What `f` gives, its wall seconds added to `seconds`: a stage's parts summed where they
+/// run many times (a template's launches, reads and checks).
+pub fn timed<T>(seconds: &mut f64, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = f();
+    *seconds += started.elapsed().as_secs_f64();
+    result
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
