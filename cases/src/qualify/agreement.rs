@@ -374,9 +374,7 @@ pub(super) mod tests {
 
     /// A first launch of `bytes` as the reader gives it: blank where they check nothing.
     pub(in crate::qualify) fn read_as(template: &str, element: Element, bytes: Vec<u8>) -> OutputCheck {
-        let blank =
-            element.blank(&bytes).map(|all| BlankOutput { element, elements: bytes.len() / element.size(), all });
-        OutputCheck { blank, ..output(template, bytes) }
+        OutputCheck { blank: BlankOutput::of_elements(element, &bytes), ..output(template, bytes) }
     }
 
     /// The agreements of a core from [`manifest`], its varying output's first launch `first`.

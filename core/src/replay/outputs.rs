@@ -66,7 +66,11 @@ impl BlankOutput {
     /// What `bytes` of output `o` all are, where its element type is known and they check
     /// nothing.
     fn of(o: &OutputDigest, bytes: &[u8]) -> Option<Self> {
-        let element = o.element.or_else(|| Some(o.variation.as_ref()?.element))?;
+        Self::of_elements(o.element.or_else(|| Some(o.variation.as_ref()?.element))?, bytes)
+    }
+
+    /// What `bytes` of `element`s all are, where they check nothing.
+    pub fn of_elements(element: Element, bytes: &[u8]) -> Option<Self> {
         let all = element.blank(bytes)?;
         Some(Self { element, elements: bytes.len() / element.size(), all })
     }
