@@ -194,6 +194,22 @@ impl LoadedState {
         Ok(unsafe { self.ctx.read(self.base + b.offset, b.size) }?)
     }
 
+    /// Copies what `name` holds now into `dst`, which must be as long as the buffer.
+    pub(super) fn read_into(&self, name: &str, dst: &mut [u8]) -> Result<(), ReplayError> {
+        let b = self.buffer(name)?;
+        if b.size != dst.len() as u64 {
+            let why = format!("buffer `{name}` holds {} bytes, not the {} read", b.size, dst.len());
+            return Err(CudaError::Unsupported(why).into());
+        }
+        // SAFETY: a buffer of the manifest, inside the arena kept mapped while this lives,
+        // and `dst` holds exactly its bytes.
+        Ok(unsafe { self.ctx.read_into(self.base + b.offset, dst) }?)
+    }
+
+    pub(super) fn context(&self) -> &Context {
+        &self.ctx
+    }
+
     /// What `name` held when the core was loaded: a writable buffer from its device copy,
     /// a weight from the arena (which no template may change).
     pub fn initial_contents(&self, name: &str) -> Result<Vec<u8>, ReplayError> {

@@ -667,7 +667,7 @@ fn launch_all(
         ComparedWith::ItsFirst { again } => (None, launches > 1 || again),
         ComparedWith::Earlier(e) => (Some((e.outputs.as_slice(), &e.firsts)), false),
     };
-    let on_device = outputs::OnDevice { arena, checksummer, stream: &stream, check: None };
+    let on_device = outputs::OnDevice::new(arena, checksummer, &stream);
     let mut reader = outputs::OutputReader::new(on_device, earlier, sum_first);
     let expected = m.expectations_by_template();
     for ((template, exec), launch) in
