@@ -6,7 +6,7 @@
 use std::{
     collections::HashMap,
     path::Path,
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
 use gnomon_format::{Core, Speed, Template};
@@ -193,14 +193,23 @@ fn judge_restored(
     budgets: &Budgets,
 ) -> Result<(), String> {
     let (core, ctx) = (&started.core, &started.ctx);
+    let lap = Instant::now();
     let (mut metrics, restored) = judge_replay(v, started, &report, profile)?;
     // The restore's arena mapping goes with its report, so the arena can be mapped again
     // for the rebuild that is read back.
     drop(report);
+    let judged_s = lap.elapsed().as_secs_f64();
     let module_floor_s = judge_attributes(v, core, ctx);
+    let read_back_s = lap.elapsed().as_secs_f64() - judged_s;
     let no_floor = floors_of(core, ctx, cached, &restored, started.context_s, module_floor_s)
         .map(|floors| metrics.extend(floors))
         .err();
+    // What the qualification spends after the replay, apart from the restore's stages.
+    metrics.extend([
+        measured("judge-outputs-s", judged_s, "s"),
+        measured("judge-read-back-s", read_back_s, "s"),
+        measured("judge-floors-s", lap.elapsed().as_secs_f64() - judged_s - read_back_s, "s"),
+    ]);
     judge_restore(v, metrics, budgets);
     if let Some(why) = no_floor {
         v.amend(&CoreCase::Restore, |r| r.reason = Some(format!("no floor to hold the restore against: {why}")));
