@@ -3,9 +3,9 @@
 # Llama-3-8B's widths (32 layers, 16 GB of random bf16 weights), one decode step per batch
 # size of a capture list, exported by the kit and qualified. Usage:
 #   docs/ci/serving.sh WHEEL_DIR OUT_DIR floors|export|qualify|reserved
-# `floors`: tools/storage_floors.py in $CORES' folder (device-to-host and write bandwidth),
-#   writing FLOOR_GIB (default 37, what the catalogue to 256 stores: the page cache takes
-#   a smaller write at another pace).
+# `floors`: tools/storage_floors.py in $CORES' folder (device-to-host and write bandwidth,
+#   into floors.json), writing FLOOR_GIB (default 37, what the catalogue to 256 stores:
+#   the page cache takes a smaller write at another pace).
 # `export`: BATCHES (default vLLM's list up to 256: 1, 2, 4, then every multiple of 8)
 #   exported to $CORES/NAME (NAME defaults to serving), then `gnomon validate`.
 # `qualify`: that core qualified QUALIFIES (2) times; each case must get the same status
@@ -15,7 +15,8 @@
 #   and qualified once, and tools/catalogue_growth.py tabulates export, validate, restore and
 #   qualify seconds beside their floors against templates, nodes and bytes (issue 57 item 5):
 #   whether the cost grows linearly, read off the table.
-# Logs, summaries and reports go to OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the
+# Logs (each line stamped with the time of day), summaries and reports go to
+# OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the
 # outcome; the exit status is the first failing step's (a nightly job fails with it).
 set -uo pipefail
 wheels=$1 out=$2 phase=$3
@@ -27,15 +28,19 @@ mkdir -p "$cores" "$out"
 port=(python/ports/hf.py --model llama --layers 32 --context 32 --batches "$batches")
 pack() { tar -C "$work" -czf "$out/serving-$phase-$name.tar.gz" .; }
 status=0
-timed() { # LABEL COMMAND...: runs it, its output to LABEL.log, and says how it went
+timed() { # LABEL COMMAND...: runs it, its output to LABEL.log (each line stamped with the
+  # time of day, so a stage the command does not time is still seen), and says how it went
   local label=$1 started=$SECONDS rc=0
   shift
-  "$@" > "$work/$label.log" 2>&1 || rc=$?
+  "$@" 2>&1 | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done > "$work/$label.log"
+  rc=${PIPESTATUS[0]}
   echo "$label: exit $rc in $((SECONDS - started)) s: $(tail -n 1 "$work/$label.log")"
   [ "$status" -ne 0 ] || status=$rc
 }
 case $phase in
-  floors) timed floors python3 tools/storage_floors.py "$cores" "${FLOOR_GIB:-37}" && cat "$work/floors.log" ;;
+  floors) # the floors' JSON, its lines unstamped, into floors.json
+    timed floors python3 tools/storage_floors.py "$cores" "${FLOOR_GIB:-37}"
+    sed -E 's/^[0-9]{2}:[0-9]{2}:[0-9]{2} //' "$work/floors.log" | tee "$work/floors.json" ;;
   export)
     rm -rf "${cores:?}/$name"
     timed export python3 -m gnomon.torch "${port[@]}" --arena "${ARENA:-48GiB}" --out "$cores/$name" \
