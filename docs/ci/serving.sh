@@ -16,8 +16,8 @@
 #   qualify seconds beside their floors against templates, nodes and bytes (issue 57 item 5):
 #   whether the cost grows linearly, read off the table.
 # Logs (each line stamped with the time of day), summaries and reports go to
-# OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the
-# outcome; the exit status is the first failing step's (a nightly job fails with it).
+# OUT_DIR/serving-PHASE-NAME.tar.gz, whatever the outcome; the exit status is the first
+# failing step's (a nightly job fails with it).
 set -uo pipefail
 wheels=$1 out=$2 phase=$3
 cores=${CORES:-/tmp/gnomon-serving} name=${NAME:-serving} work=$(mktemp -d) site=$(mktemp -d)
