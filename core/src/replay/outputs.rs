@@ -418,6 +418,7 @@ mod tests {
         assert_eq!(staged_groups(&[4, 4, 4, 1], 8), vec![0..2, 2..4]);
         assert_eq!(staged_groups(&[3, 9, 2, 0, 6], 8), vec![0..1, 1..2, 2..5]);
         assert_eq!(staged_groups(&[8], 8), vec![0..1]);
+        assert_eq!(staged_groups(&[4, 4], 8), vec![0..2], "a run may fill the staging exactly");
         assert!(staged_groups(&[], 8).is_empty());
     }
 
