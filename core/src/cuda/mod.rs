@@ -28,7 +28,7 @@ pub use graph::{
 };
 pub use module::{compile_ptx, load_on_threads, nvrtc_version, Function, Loaded, LoadedModule, Module, ParamInfo};
 pub use node::{KernelSpec, NodeSpec};
-pub use pinned::PinnedHost;
+pub use pinned::{PinnedHost, HUGE_PAGE};
 pub use vmm::{map_peer, ArenaMapping, MappedShard, PeerPiece, PeerWindow};
 
 pub use crate::errors::CudaError;

@@ -14,7 +14,7 @@ use cudarc::driver::sys;
 use super::{Context, CudaError, Result};
 
 /// A transparent huge page on x86-64; the pool starts at a multiple of it.
-const HUGE_PAGE: usize = 2 << 20;
+pub const HUGE_PAGE: usize = 2 << 20;
 /// The smallest page: touching one byte of each faults the whole pool in.
 const PAGE: usize = 4096;
 

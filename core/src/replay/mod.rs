@@ -249,7 +249,8 @@ fn restore_and_launch(
     let plan = stages.time(if handed { Stage::Handover } else { Stage::Instantiate }, || plan(m, executables))?;
     let restored = Restored { ctx, core, arena: &arena, plan: &plan, checksummer: &checksummer, ranks: ranks.as_ref() };
     let compared = ComparedWith::ItsFirst { again: launches.again_under_second_poison };
-    let launched = launch_all(&restored, launches.each.max(1), compared, "replay: launches", stages)?;
+    let mut staging = stages.time(Stage::ReadOutputs, || outputs::OutputStaging::for_outputs(m, &arena))?;
+    let launched = launch_all(&restored, launches.each.max(1), compared, "replay: launches", stages, &mut staging)?;
     // Timed launches go back to back; a rank's launch waits for its peers' (`RankSync`).
     let speeds = match launches.timed && ranks.is_none() {
         true => stages.time(Stage::Speed, || speed::time_recorded(&restored))?,
@@ -266,7 +267,8 @@ fn restore_and_launch(
         let started = Instant::now();
         arena.fill_unstored(SECOND_POISON)?;
         let under = "replay: launches under a second poison";
-        let again = launch_all(&restored, 1, ComparedWith::Earlier(&launched), under, &mut Stages::default())?;
+        let earlier = ComparedWith::Earlier(&launched);
+        let again = launch_all(&restored, 1, earlier, under, &mut Stages::default(), &mut staging)?;
         traffic += again.traffic;
         repoisoned = again.outputs;
         stages.add(Stage::PoisonIndependence, started.elapsed().as_secs_f64());
@@ -653,6 +655,7 @@ fn launch_all(
     compared: ComparedWith,
     stage: &'static str,
     stages: &mut Stages,
+    staging: &mut outputs::OutputStaging,
 ) -> Result<Launched, ReplayError> {
     let Restored { ctx, core, arena, plan, checksummer, ranks } = *r;
     let (m, stream) = (core.manifest(), ctx.stream()?);
@@ -667,7 +670,7 @@ fn launch_all(
         ComparedWith::ItsFirst { again } => (None, launches > 1 || again),
         ComparedWith::Earlier(e) => (Some((e.outputs.as_slice(), &e.firsts)), false),
     };
-    let on_device = outputs::OnDevice::new(arena, checksummer, &stream);
+    let on_device = outputs::OnDevice::new(arena, checksummer, &stream, staging);
     let mut reader = outputs::OutputReader::new(on_device, earlier, sum_first);
     let expected = m.expectations_by_template();
     for ((template, exec), launch) in

@@ -10,12 +10,12 @@ use std::{collections::HashMap, sync::Arc};
 use gnomon_format::{
     digest::sha256_each,
     spread::{Blank, Element},
-    Expectation, OutputDigest,
+    Expectation, Manifest, OutputDigest,
 };
 
 use super::{Checksummer, LoadedState, OutputCheck, RangeCheck};
 use crate::{
-    cuda::{PinnedHost, Stream},
+    cuda::{Context, PinnedHost, Stream, HUGE_PAGE},
     errors::ReplayError,
 };
 
@@ -105,36 +105,54 @@ pub(super) struct OnDevice<'r> {
     stream: &'r Stream,
     /// The sums of the template being read, prepared once for all its launches.
     check: Option<(String, RangeCheck<'r>)>,
-    /// Where outputs are read into: made at the first read, grown to the largest read's
-    /// bytes up to [`STAGING_BYTES`]. Reading into fresh pageable vectors, the serving
-    /// catalogue's qualification read its first launches' 23.6 GB in 13.6 s (1.7 GB/s,
-    /// each page faulted in by the copy), where the page-locked floor is 51 GB/s.
-    staging: Option<PinnedHost>,
+    staging: &'r mut OutputStaging,
 }
 
-/// The most page-locked memory a reader keeps; an output larger than this alone is read
-/// into a vector of its own.
+impl<'r> OnDevice<'r> {
+    pub(super) fn new(
+        arena: &'r LoadedState,
+        checksummer: &'r Checksummer,
+        stream: &'r Stream,
+        staging: &'r mut OutputStaging,
+    ) -> Self {
+        Self { arena, checksummer, stream, check: None, staging }
+    }
+}
+
+/// The most page-locked memory outputs are read into; an output larger than this alone is
+/// read into a vector of its own.
 const STAGING_BYTES: u64 = 1 << 30;
 
-impl<'r> OnDevice<'r> {
-    pub(super) fn new(arena: &'r LoadedState, checksummer: &'r Checksummer, stream: &'r Stream) -> Self {
-        Self { arena, checksummer, stream, check: None, staging: None }
+/// Page-locked memory a restore's passes read outputs into, pinned once, at the first read,
+/// as large as the most bytes one template's outputs hold (at most [`STAGING_BYTES`]).
+/// Read into fresh pageable vectors, the serving catalogue's first launches (23.6 GB) took
+/// 13.6 s, 1.7 GB/s, each page faulted in by the copy, where the page-locked floor is
+/// 51 GB/s.
+pub(super) struct OutputStaging {
+    pool: Option<PinnedHost>,
+    len: usize,
+}
+
+impl OutputStaging {
+    /// Staging for the outputs `m`'s expectations name in `arena`.
+    pub(super) fn for_outputs(m: &Manifest, arena: &LoadedState) -> Result<Self, ReplayError> {
+        let mut most = 0;
+        for e in &m.expectations {
+            let names: Vec<&str> = e.outputs.iter().map(|o| o.buffer.as_str()).collect();
+            most = arena.bytes_of(&names)?.min(STAGING_BYTES).max(most);
+        }
+        // In whole huge pages, as the pool is mapped and page-locked.
+        Ok(Self { pool: None, len: (most as usize).next_multiple_of(HUGE_PAGE) })
     }
 
-    /// At least `len` (at most [`STAGING_BYTES`]) bytes of staging memory: a new pool twice
-    /// the size of the last, so that a catalogue growing by batch size pins a few times.
-    fn staging(&mut self, len: u64) -> Result<&mut [u8], ReplayError> {
-        if len == 0 {
+    fn pool(&mut self, ctx: &Context) -> Result<&mut [u8], ReplayError> {
+        if self.len == 0 {
             return Ok(&mut []);
         }
-        let had = self.staging.as_mut().map_or(0, |s| s.as_mut_slice().len() as u64);
-        if had < len {
-            let grown = len.max(had.saturating_mul(2)).min(STAGING_BYTES);
-            self.staging = None; // unpinned before the larger pool is pinned
-            self.staging = Some(PinnedHost::new(self.arena.context(), grown as usize)?);
+        if self.pool.is_none() {
+            self.pool = Some(PinnedHost::new(ctx, self.len)?);
         }
-        let staging = self.staging.as_mut().expect("made above").as_mut_slice();
-        Ok(&mut staging[..len as usize])
+        Ok(self.pool.as_mut().expect("pinned above").as_mut_slice())
     }
 }
 
@@ -144,26 +162,13 @@ impl OutputSource for OnDevice<'_> {
     }
 
     fn read(&mut self, names: &[&str], take: &mut dyn FnMut(&[&[u8]])) -> Result<(), ReplayError> {
-        let sizes = names.iter().map(|n| self.arena.bytes_of(&[n])).collect::<Result<Vec<_>, _>>()?;
-        for group in staged_groups(&sizes, STAGING_BYTES) {
-            let (group_names, group_sizes) = (&names[group.clone()], &sizes[group]);
-            let total: u64 = group_sizes.iter().sum();
-            if total > STAGING_BYTES {
-                take(&[&self.arena.read(group_names[0])?]);
-                continue;
-            }
-            let arena = self.arena;
-            let mut rest = self.staging(total)?;
-            let mut slices = Vec::with_capacity(group_names.len());
-            for (name, &size) in group_names.iter().zip(group_sizes) {
-                let (slice, after) = rest.split_at_mut(size as usize);
-                arena.read_into(name, slice)?;
-                slices.push(&*slice);
-                rest = after;
-            }
-            take(&slices);
+        if names.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let arena = self.arena;
+        let sizes = names.iter().map(|n| arena.bytes_of(&[n])).collect::<Result<Vec<_>, _>>()?;
+        let staging = self.staging.pool(arena.context())?;
+        read_in_runs(names, &sizes, staging, &mut |n, dst| arena.read_into(n, dst), &mut |n| arena.read(n), take)
     }
 
     fn sums(&mut self, template: &str, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
@@ -263,6 +268,35 @@ impl<'p, S: OutputSource> OutputReader<'p, S> {
         }
         Ok(read_bytes)
     }
+}
+
+/// Reads the buffers `names` names (of `sizes` bytes) in runs that fit `staging`, each
+/// output copied into it by `copy`, and hands each run to `take`; an output larger than
+/// `staging` is read `whole`, alone.
+fn read_in_runs(
+    names: &[&str],
+    sizes: &[u64],
+    staging: &mut [u8],
+    copy: &mut dyn FnMut(&str, &mut [u8]) -> Result<(), ReplayError>,
+    whole: &mut dyn FnMut(&str) -> Result<Vec<u8>, ReplayError>,
+    take: &mut dyn FnMut(&[&[u8]]),
+) -> Result<(), ReplayError> {
+    for run in staged_groups(sizes, staging.len() as u64) {
+        let (run_names, run_sizes) = (&names[run.clone()], &sizes[run]);
+        if run_sizes.iter().sum::<u64>() > staging.len() as u64 {
+            take(&[&whole(run_names[0])?]);
+            continue;
+        }
+        let (mut rest, mut slices) = (&mut staging[..], Vec::with_capacity(run_names.len()));
+        for (name, &size) in run_names.iter().zip(run_sizes) {
+            let (slice, after) = rest.split_at_mut(size as usize);
+            copy(name, slice)?;
+            slices.push(&*slice);
+            rest = after;
+        }
+        take(&slices);
+    }
+    Ok(())
 }
 
 /// Consecutive runs of `sizes` of at most `most` bytes together; a size above `most` is a
@@ -391,6 +425,79 @@ mod tests {
         }
     }
 
+    /// Outputs held in memory, read in runs through `staging` as [`OnDevice`] reads them,
+    /// counting each run's outputs.
+    struct Staged<'h> {
+        held: &'h Held,
+        staging: Vec<u8>,
+        runs: Vec<usize>,
+    }
+
+    impl OutputSource for Staged<'_> {
+        fn bytes_of(&self, names: &[&str]) -> Result<u64, ReplayError> {
+            self.held.bytes_of(names)
+        }
+
+        fn read(&mut self, names: &[&str], take: &mut dyn FnMut(&[&[u8]])) -> Result<(), ReplayError> {
+            let (held, runs) = (self.held, &mut self.runs);
+            let sizes: Vec<u64> = names.iter().map(|n| held.buffers[*n].len() as u64).collect();
+            let mut copy = |name: &str, dst: &mut [u8]| {
+                dst.copy_from_slice(&held.buffers[name]);
+                Ok(())
+            };
+            let mut run = |run: &[&[u8]]| {
+                runs.push(run.len());
+                take(run)
+            };
+            read_in_runs(
+                names,
+                &sizes,
+                &mut self.staging,
+                &mut copy,
+                &mut |name| Ok(held.buffers[name].clone()),
+                &mut run,
+            )
+        }
+
+        fn sums(&mut self, template: &str, names: &[&str]) -> Result<Vec<u64>, ReplayError> {
+            let mut held = self.held;
+            held.sums(template, names)
+        }
+    }
+
+    #[test]
+    fn outputs_read_in_runs_keep_their_order_digests_and_bytes() {
+        let e = expectation(&[false, true, false, true]);
+        let kib = |n: usize, byte: u8| vec![byte; n << 10];
+        let first = vec![kib(96, 1), kib(96, 2), kib(300, 3), kib(64, 4)];
+        let mut second = first.clone();
+        second[1][7] ^= 1;
+        let (mut outputs, mut firsts, mut traffic, mut runs) =
+            (Vec::new(), FirstLaunches::default(), OutputTraffic::default(), Vec::new());
+        for (launch, contents) in [&first, &second].into_iter().enumerate() {
+            let held = Held {
+                buffers: e.outputs.iter().map(|o| o.buffer.clone()).zip(contents.iter().cloned()).collect(),
+                ..Held::default()
+            };
+            let staged = Staged { held: &held, staging: vec![0; 192 << 10], runs: Vec::new() };
+            let mut reader = OutputReader::new(staged, None, true);
+            reader.read(&e, launch as u32, &mut outputs, &mut firsts, &mut traffic).expect("read");
+            runs.push(reader.source.runs);
+        }
+        // Two outputs fill the staging, the third is larger than it and read alone; later,
+        // only the output whose sum changed.
+        assert_eq!(runs, [vec![2, 1, 1], vec![1]]);
+        let digest = |bytes: &[u8]| sha256_each(&[bytes]).remove(0);
+        for (check, bytes) in outputs.iter().zip(first.iter().chain(&second)) {
+            assert_eq!(check.actual_sha256, digest(bytes), "{} launch {}", check.buffer, check.launch);
+            let kept = e.outputs.iter().find(|o| o.buffer == check.buffer).unwrap().variation.is_some();
+            assert_eq!(check.bytes.as_slice(), if kept { &bytes[..] } else { &[] }, "{}", check.buffer);
+        }
+        let order: Vec<_> = outputs.iter().map(|c| (c.buffer.as_str(), c.launch)).collect();
+        assert_eq!(order[4..], [("b0", 1), ("b1", 1), ("b2", 1), ("b3", 1)]);
+        assert_eq!((traffic.read_bytes, traffic.summed_bytes), ((556 + 96) << 10, 460 << 10));
+    }
+
     /// A pass of `e`'s launches, launch `l` leaving `left[l]` (each output's bytes):
     /// the checks pushed, the first launches, the traffic and the reads of each launch.
     fn pass<'p>(
@@ -446,7 +553,7 @@ mod tests {
                 (2, "b1", digest(&b_changed), 0),
             ]
         );
-        let kib = |n: u64| n * 256 << 10;
+        let kib = |n: u64| (n * 256) << 10;
         assert_eq!((traffic.read_bytes, traffic.summed_bytes), (kib(3), kib(3)));
     }
 
