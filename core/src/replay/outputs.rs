@@ -233,7 +233,7 @@ impl<'p, S: OutputSource> OutputReader<'p, S> {
     }
 
     /// Pushes each output's check: its `alike` one, or, where there is none, one from its
-    /// bytes read back and hashed (on the host's cores, all together). Gives the bytes read.
+    /// bytes read back and hashed (on the host's cores, a run at a time). Gives the bytes read.
     fn read_unlike(
         &mut self,
         e: &Expectation,
@@ -281,7 +281,7 @@ fn read_in_runs(
     whole: &mut dyn FnMut(&str) -> Result<Vec<u8>, ReplayError>,
     take: &mut dyn FnMut(&[&[u8]]),
 ) -> Result<(), ReplayError> {
-    for run in staged_groups(sizes, staging.len() as u64) {
+    for run in runs_within(sizes, staging.len() as u64) {
         let (run_names, run_sizes) = (&names[run.clone()], &sizes[run]);
         if run_sizes.iter().sum::<u64>() > staging.len() as u64 {
             take(&[&whole(run_names[0])?]);
@@ -301,7 +301,7 @@ fn read_in_runs(
 
 /// Consecutive runs of `sizes` of at most `most` bytes together; a size above `most` is a
 /// run of its own.
-fn staged_groups(sizes: &[u64], most: u64) -> Vec<std::ops::Range<usize>> {
+fn runs_within(sizes: &[u64], most: u64) -> Vec<std::ops::Range<usize>> {
     let (mut groups, mut start, mut total) = (Vec::new(), 0, 0u64);
     for (i, &size) in sizes.iter().enumerate() {
         if i > start && total.saturating_add(size) > most {
@@ -522,11 +522,11 @@ mod tests {
 
     #[test]
     fn outputs_are_staged_in_runs_that_fit_and_a_larger_one_alone() {
-        assert_eq!(staged_groups(&[4, 4, 4, 1], 8), vec![0..2, 2..4]);
-        assert_eq!(staged_groups(&[3, 9, 2, 0, 6], 8), vec![0..1, 1..2, 2..5]);
-        assert_eq!(staged_groups(&[8], 8), vec![0..1]);
-        assert_eq!(staged_groups(&[4, 4], 8), vec![0..2], "a run may fill the staging exactly");
-        assert!(staged_groups(&[], 8).is_empty());
+        assert_eq!(runs_within(&[4, 4, 4, 1], 8), vec![0..2, 2..4]);
+        assert_eq!(runs_within(&[3, 9, 2, 0, 6], 8), vec![0..1, 1..2, 2..5]);
+        assert_eq!(runs_within(&[8], 8), vec![0..1]);
+        assert_eq!(runs_within(&[4, 4], 8), vec![0..2], "a run may fill the staging exactly");
+        assert!(runs_within(&[], 8).is_empty());
     }
 
     #[test]
