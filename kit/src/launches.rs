@@ -399,14 +399,20 @@ fn first_again(
         state.reset(stream)?;
         exec.launch(stream)?;
         stream.synchronize()?;
-        let bytes = wanted.iter().map(|o| state.read(&o.compared.buffer)).collect::<Result<Vec<_>, _>>()?;
-        let digests = sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        let (bytes, digests) = read_digested(state, wanted)?;
         if wanted.iter().zip(&digests).all(|(o, d)| *d == o.sha256) {
             return Ok(bytes);
         }
     }
     let outputs = wanted.iter().map(|o| format!("`{}`", o.compared.buffer)).collect::<Vec<_>>().join(", ");
     Err(KitError::VariedWhenAgain { template: template.into(), outputs, launches: most.max(1) })
+}
+
+/// What each of `outputs` holds now, read back, and its digest.
+fn read_digested(state: &LoadedState, outputs: &[&Observed]) -> Result<(Vec<Vec<u8>>, Vec<String>), KitError> {
+    let bytes = outputs.iter().map(|o| state.read(&o.compared.buffer)).collect::<Result<Vec<_>, _>>()?;
+    let digests = sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    Ok((bytes, digests))
 }
 
 /// Which like output's spread each of `observed` takes (template `template`, whose nodes
@@ -510,8 +516,7 @@ impl<'d> TemplateLaunches<'_, 'd> {
             None => stream.synchronize()?,
         }
         let unseen = unseen(observed, &self.check.run(stream)?);
-        let bytes = unseen.iter().map(|o| state.read(&o.compared.buffer)).collect::<Result<Vec<_>, _>>()?;
-        let digests = sha256_each(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        let (bytes, digests) = read_digested(state, &unseen)?;
         state.fill_unstored(POISON)?;
         Ok(unseen.iter().zip(&bytes).zip(&digests).filter_map(|((o, b), d)| o.departs(b, d)).collect())
     }
