@@ -17,6 +17,7 @@ import json
 import os
 import runpy
 import sys
+import traceback
 from collections.abc import Mapping
 
 from . import _native, parse_size
@@ -718,12 +719,20 @@ def _run_script(argv):
         runpy.run_path(argv[0], run_name="__main__")
     except Exception as e:
         # The program's own failure, before any export: where it compiled with CUDA graph
-        # trees, say why Inductor skipped graphs, so the user knows where to look.
-        if "skips" in _arena and not _exporting and not isinstance(e, _refusals()):
-            print(f"gnomon.torch: {argv[0]} failed in PyTorch before it exported anything ({type(e).__name__}: "
-                  f"{e}); {_skips_said()}", file=sys.stderr, flush=True)
-        raise
+        # trees, its traceback and then, last on the screen, that it failed in PyTorch and
+        # why Inductor skipped graphs, so the user knows where to look.
+        if "skips" not in _arena or _exporting or isinstance(e, _refusals()):
+            raise
+        traceback.print_exc()
+        error = (str(e).splitlines() or [""])[0]  # PyTorch's own text goes on with a stack
+        print(f"gnomon.torch: {argv[0]} failed in PyTorch before it exported anything, so no core was written "
+              f"({type(e).__name__}: {error}); {_skips_said()}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    # `python -m gnomon.torch` runs this file as `__main__`, a copy of the kit beside the
+    # `gnomon.torch` the script imports: that one holds the arena, the skip reasons and
+    # whether export was entered, so that one runs the script and says how it failed.
+    from gnomon import torch as kit
+    sys.exit(kit._main(sys.argv[1:]))

@@ -248,9 +248,9 @@ def test_a_script_runs_as_python_runs_it(tmp_path):
 
 def test_a_program_that_fails_after_skipping_cuda_graphs_is_said_to_have_failed_in_pytorch(tmp_path, capsys,
                                                                                         monkeypatch):
-    """Where graph trees were let in, a script that fails is said to have failed in PyTorch,
-    with Inductor's skip reasons, and its exception goes on; the kit's own refusals are
-    said by themselves."""
+    """Where graph trees were let in, a script that fails shows its traceback and then, on
+    the last line, that it failed in PyTorch with Inductor's skip reasons, and exits 1;
+    a failure once export began and the kit's own refusals go on as they were raised."""
     import gnomon.torch as gt
     from gnomon import graph_trees
 
@@ -259,11 +259,14 @@ def test_a_program_that_fails_after_skipping_cuda_graphs_is_said_to_have_failed_
     monkeypatch.setattr(gt, "_arena", {"skips": ["skipping cudagraphs due to mutated inputs"]})
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    with pytest.raises(RuntimeError, match="overwritten"):
+    with pytest.raises(SystemExit, match="1"):
         gt._run_script([str(script)])
-    said = capsys.readouterr().err
-    assert "recipe.py failed in PyTorch before it exported anything (RuntimeError: accessing tensor" in said
-    assert said.rstrip().endswith("Inductor skipped CUDA graphs 1 x skipping cudagraphs due to mutated inputs")
+    said = capsys.readouterr().err.rstrip().splitlines()
+    assert said[0] == "Traceback (most recent call last):"
+    assert said[-2] == "RuntimeError: accessing tensor output of CUDAGraphs that has been overwritten"
+    assert said[-1] == (f"gnomon.torch: {script} failed in PyTorch before it exported anything, so no core was "
+                        "written (RuntimeError: accessing tensor output of CUDAGraphs that has been overwritten); "
+                        "Inductor skipped CUDA graphs 1 x skipping cudagraphs due to mutated inputs")
     monkeypatch.setattr(gt, "_exporting", True)
     with pytest.raises(RuntimeError, match="overwritten"):
         gt._run_script([str(script)])
@@ -541,6 +544,27 @@ def test_without_pytorch_the_kit_says_what_it_needs(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
     with pytest.raises(ModuleNotFoundError, match=r"tested with torch 2\.11.*gnomon\[torch\]"):
         gt.use_arena("1GiB")
+
+
+def test_python_m_gnomon_torch_says_the_failure_with_what_the_script_imported(tmp_path):
+    """`python -m gnomon.torch` runs the kit's file as `__main__`, a second copy of its
+    module: the failure must be said from the `gnomon.torch` the script imported, whose
+    arena holds the skip reasons (on the H100 the `__main__` copy's empty arena said
+    nothing, issue 59 item 4); only the first line of PyTorch's error, whose text goes on
+    with a stack of its own. The recorder, which needs CUDA, is left out."""
+    script = tmp_path / "recipe.py"
+    script.write_text("import gnomon.torch as gt\n"
+                      "gt._arena['skips'] = ['skipping cudagraphs due to mutated inputs']\n"
+                      "raise RuntimeError('accessing tensor output of CUDAGraphs that has been overwritten. '\n"
+                      "                   'Stack trace:\\n  File x, line 1')\n")
+    start = ("import runpy; from gnomon import _native; _native.start_recording = lambda: None; "
+             "runpy.run_module('gnomon.torch', run_name='__main__', alter_sys=True)")
+    ran = subprocess.run([sys.executable, "-c", start, str(script)], capture_output=True, text=True)
+    assert ran.returncode == 1
+    assert ran.stderr.rstrip().splitlines()[-1] == (
+        f"gnomon.torch: {script} failed in PyTorch before it exported anything, so no core was written "
+        "(RuntimeError: accessing tensor output of CUDAGraphs that has been overwritten. Stack trace:); "
+        "Inductor skipped CUDA graphs 1 x skipping cudagraphs due to mutated inputs")
 
 
 def test_inductors_reasons_for_skipping_cuda_graphs_are_noted_and_said(monkeypatch):
