@@ -48,6 +48,8 @@ pub enum ExportError {
     Node { template: String, node: String, what: String },
     #[error("buffer `{buffer}` is declared zero but holds other bytes")]
     NotZero { buffer: String },
+    #[error("the snapshot was given up: the work beside it failed")]
+    Abandoned,
     #[error("the written core does not validate: {0}")]
     Invalid(#[from] ValidationError),
 }

@@ -2,22 +2,28 @@
 //! core. The caller captures; this module snapshots the arena into shards, turns each
 //! template's nodes into manifest nodes, and writes modules and the manifest last.
 
-use std::{collections::HashMap, path::Path};
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Instant,
+};
 
 use gnomon_format::{
     buffer_at,
     digest::CHUNK_BYTES,
     shard_writer::{write_shards, ShardFile, Staging, WriteStages},
     shards::{plan, ShardCap},
-    validate, Arena, Buffer, BufferContents, BufferRef, Context as CoreContext, CoreWriter, Edge, Expectation,
+    validate, Arena, Buffer, BufferContents, BufferRef, Chunks, Context as CoreContext, CoreWriter, Edge, Expectation,
     FormatTag, Function, KernelNode, Manifest, MemcpyNode, MemsetNode, Module, ModuleKind, Node, NodeOp, PeerRange,
     PointerParam, Provenance, RecordedFlags, Shard, Template, Unchecked, Written,
 };
 
 use crate::{
-    cuda::{ArenaMapping, Context, HostEnd, NodeId, NodeKind, PinnedHost, RetainedGraph},
+    cuda::{ArenaMapping, Context, HostEnd, LentReads, NodeId, NodeKind, PinnedHost, RetainedGraph},
     errors::ExportError,
     progress::{Progress, Unit},
+    replay::HeldAt,
     translate,
 };
 
@@ -138,9 +144,20 @@ impl Exporter {
     /// v3, the only one this exporter writes), at the storage's speed: this thread copies
     /// each slot from the device into page-locked staging while writer threads digest and
     /// write the slots before it (`gnomon_format::shard_writer`). `zero` buffers are
-    /// checked, not stored.
+    /// checked, not stored. The kit does the same in three steps, writing on a thread of
+    /// its own while it launches the templates ([`Self::plan_snapshot`]).
     pub fn snapshot(&mut self, ctx: &Context, _mapping: &ArenaMapping) -> Result<Snapshot, ExportError> {
-        let started = std::time::Instant::now();
+        let mut plan = self.plan_snapshot(ctx)?;
+        let held = HeldAt::arena(self.manifest.arena.base);
+        let written = plan.writing().write(&ctx.lend_reads(), &held, &AtomicBool::new(false))?;
+        Ok(self.stored(plan, written))
+    }
+
+    /// The snapshot's first step, before anything launches: the `zero` buffers checked,
+    /// the shards planned and their staging pinned. [`SnapshotPlan::writing`] writes them,
+    /// then [`Self::stored`] takes them into the manifest.
+    pub fn plan_snapshot(&self, ctx: &Context) -> Result<SnapshotPlan, ExportError> {
+        let started = Instant::now();
         let a = self.manifest.arena;
         self.check_zero_buffers(ctx)?;
         let zero_check_s = started.elapsed().as_secs_f64();
@@ -156,25 +173,18 @@ impl Exporter {
             shards.push(shard);
         }
         let stored: u64 = files.iter().map(|f| f.len).sum();
-        let mut staging = PinnedSlots::for_bytes(ctx, stored)?;
-        let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
-        let fill = |file: usize, at: u64, slot: &mut [u8]| {
-            let mut filled = 0;
-            for (offset, len) in pieces(&ranges[file], at, slot.len() as u64) {
-                let into = &mut slot[filled..filled + len as usize];
-                // SAFETY: the range lies inside the arena `_mapping` keeps mapped.
-                unsafe { ctx.read_into(a.base + offset, into) }?;
-                filled += len as usize;
-            }
-            Ok::<_, ExportError>(())
-        };
-        let (chunks, stages) = write_shards(&files, staging.staging(), fill, |n| progress.advance(n))?;
-        progress.finish();
-        for (mut shard, chunks) in shards.into_iter().zip(chunks) {
+        let slots = PinnedSlots::for_bytes(ctx, stored)?;
+        Ok(SnapshotPlan { shards, files, ranges, stored, slots, started, zero_check_s })
+    }
+
+    /// Takes the shards `plan` wrote into the manifest.
+    pub fn stored(&mut self, plan: SnapshotPlan, written: ShardsWritten) -> Snapshot {
+        for (mut shard, chunks) in plan.shards.into_iter().zip(written.chunks) {
             shard.chunks = Some(chunks);
             self.manifest.shards.push(shard);
         }
-        Ok(Snapshot { stored_bytes: stored, seconds: started.elapsed().as_secs_f64(), zero_check_s, stages })
+        let seconds = plan.started.elapsed().as_secs_f64();
+        Snapshot { stored_bytes: plan.stored, seconds, zero_check_s: plan.zero_check_s, stages: written.stages }
     }
 
     /// Every `zero` buffer holds only zeros (replay fills them, so an export must not
@@ -359,6 +369,69 @@ impl Exporter {
         let offset = address.checked_sub(self.manifest.arena.base)?;
         let b = buffer_at(&self.by_offset, offset)?;
         Some(BufferRef { buffer: b.name.clone(), offset: offset - b.offset })
+    }
+}
+
+/// A snapshot planned ([`Exporter::plan_snapshot`]): its shards, the stored ranges each
+/// file holds, and page-locked staging for them.
+pub struct SnapshotPlan {
+    shards: Vec<Shard>,
+    files: Vec<ShardFile>,
+    ranges: Vec<Vec<std::ops::Range<u64>>>,
+    stored: u64,
+    slots: PinnedSlots,
+    started: Instant,
+    zero_check_s: f64,
+}
+
+impl SnapshotPlan {
+    /// What a thread writing the shards borrows of the plan.
+    pub fn writing(&mut self) -> SnapshotWriting<'_> {
+        let (files, ranges, stored) = (&self.files, &self.ranges, self.stored);
+        SnapshotWriting { files, ranges, stored, staging: self.slots.staging() }
+    }
+}
+
+/// The shard files of a plan, their ranges and its staging, lent to the thread that
+/// writes them; it holds no CUDA type, so it may be another thread than the plan's.
+pub struct SnapshotWriting<'p> {
+    files: &'p [ShardFile],
+    ranges: &'p [Vec<std::ops::Range<u64>>],
+    stored: u64,
+    staging: Staging<'p>,
+}
+
+/// The chunks' digests of each shard written, and where the writing's time went.
+pub struct ShardsWritten {
+    chunks: Vec<Chunks>,
+    stages: WriteStages,
+}
+
+impl SnapshotWriting<'_> {
+    /// Writes every shard, reading the arena as loaded where `held` says it lies; gives
+    /// up, between two slots, once `stop` is set (the work beside it failed).
+    pub fn write(self, reads: &LentReads, held: &HeldAt, stop: &AtomicBool) -> Result<ShardsWritten, ExportError> {
+        let Self { files, ranges, stored, staging } = self;
+        let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
+        let fill = |file: usize, at: u64, slot: &mut [u8]| {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ExportError::Abandoned);
+            }
+            let mut filled = 0;
+            for (offset, len) in pieces(&ranges[file], at, slot.len() as u64) {
+                for (src, len) in held.ranges(offset, len) {
+                    let into = &mut slot[filled..filled + len as usize];
+                    // SAFETY: the range lies inside the arena, which the exporter's caller
+                    // keeps mapped, or in a writable buffer's copy, which `held` borrows.
+                    unsafe { reads.read_into(src, into) }?;
+                    filled += len as usize;
+                }
+            }
+            Ok::<_, ExportError>(())
+        };
+        let (chunks, stages) = write_shards(files, staging, fill, |n| progress.advance(n))?;
+        progress.finish();
+        Ok(ShardsWritten { chunks, stages })
     }
 }
 

@@ -63,6 +63,8 @@ pub enum KitError {
     /// core would record outputs that depend on memory it does not hold.
     #[error("{0}: the core would record outputs that depend on memory it does not hold, and qualify's poison-independence would fail; name the tensor the template reads before writing (as an input or kv-cache, so the core stores it), or write it in the template")]
     ReadsUnwritten(String),
+    #[error("launching the templates changed weight `{0}`: a weight is stored once and no launch may change it (qualify's weights-unchanged would fail); declare what a template writes as one of its tensors, not as a weight")]
+    WeightWritten(String),
     #[error(transparent)]
     Record(#[from] RecordError),
     #[error(transparent)]

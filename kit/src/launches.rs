@@ -23,8 +23,8 @@ use gnomon_core::{
     export::Exporter,
     progress::{Progress, Unit},
     replay::{
-        time_launches, timed, Checksummer, LoadedState, RangeCheck, Ranks, Scope, Scoping, POISON, SECOND_POISON,
-        TIMED_LAUNCHES,
+        time_launches, timed, Checksummer, HeldAt, LoadedState, RangeCheck, Ranks, Scope, Scoping, Weights, POISON,
+        SECOND_POISON, TIMED_LAUNCHES,
     },
     translate::Instantiate,
 };
@@ -249,6 +249,26 @@ impl Launcher {
 
     pub fn context(&self) -> &Context {
         &self.ctx
+    }
+
+    /// Where the loaded state lies while the launches change the arena: what the
+    /// snapshot, written beside them, reads.
+    pub fn held_at(&self) -> HeldAt<'_> {
+        self.state.held_at()
+    }
+
+    /// The weights of `m` summed as loaded, for [`Self::weights_unchanged`].
+    pub fn weights<'l>(&'l self, m: &'l Manifest) -> Result<Weights<'l>, KitError> {
+        Ok(Weights::loaded(m, &self.state, &self.checksummer, &self.stream)?)
+    }
+
+    /// Refuses the export if a launch since `weights` were summed changed one: the snapshot
+    /// read the weights from the arena while the templates launched.
+    pub fn weights_unchanged(&self, weights: &Weights) -> Result<(), KitError> {
+        match weights.changed(&self.stream)?.first() {
+            None => Ok(()),
+            Some(&i) => Err(KitError::WeightWritten(weights.name(i).unwrap_or_default().to_owned())),
+        }
     }
 
     /// One launch of `exec` from the loaded state, finished.

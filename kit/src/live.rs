@@ -7,11 +7,12 @@
 use std::{
     collections::{BTreeMap, HashMap},
     path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
     time::Instant,
 };
 
 use gnomon_format::{
-    shard_writer::WriteStages, Arena, Context as CoreContext, ModuleKind, PeerRange, Producer, RecordedFlags,
+    shard_writer::WriteStages, Arena, Context as CoreContext, Generator, ModuleKind, PeerRange, Producer, RecordedFlags,
 };
 
 use gnomon_core::{
@@ -26,9 +27,9 @@ use serde::Serialize;
 use crate::{
     allocations::{Allocations, Stats},
     collectives,
-    declare::{declare, Tensor},
+    declare::{declare, Declared, Tensor},
     errors::KitError,
-    launches::{expectations, ExpectationStages, Launcher, Launching, Varied},
+    launches::{expectations, ExpectationStages, Expected, Launcher, Launching, Varied},
     outside::{self, Suspect},
     random::{self, HostGenerator},
 };
@@ -229,7 +230,7 @@ pub fn export(
         driver_version: driver_version()?,
         tp_rank: request.ranks.map_or(0, |r| r.rank),
         tp_world_size: request.ranks.map_or(1, |r| r.world),
-        producer: request.producer,
+        producer: request.producer.clone(),
     };
     let modules = kernels.modules(&images)?;
     let module_bytes = modules.iter().map(|m| m.image.len() as u64).sum();
@@ -245,37 +246,28 @@ pub fn export(
     }
     let prepare_s = started.elapsed().as_secs_f64();
     let mut peaks = gnomon_core::host_memory::Peaks::default();
-    let snapshot = peaks.measure("snapshot", || exporter.snapshot(ctx, mapping))?;
+    // Planned (its `zero` buffers checked) before the launcher fills the unstored buffers.
+    let mut plan = exporter.plan_snapshot(ctx)?;
     let computing = Instant::now();
-    let ranks = request.ranks.map(|set| &set.ranks);
     let launcher = Launcher::new(ctx, exporter.manifest())?;
-    // Before the expectations: a template whose draws cannot be replayed is refused first.
-    let drawing = random::find(exporter.manifest(), |at| launcher.read_word(at), &request.generator)?;
-    if drawing.is_some() && ranks.is_some() {
-        return Err(KitError::Draws(
-            "a rank of a set draws random numbers: its launches wait for its peers', and the kit records draws alone"
-                .into(),
-        ));
-    }
-    let expected = peaks.measure("expectations", || {
-        expectations(&launcher, &exporter, &graphs, request.flags, &declared, request.launching, ranks)
-    })?;
-    let first_launch = |t: &str, b: &str| expected.first_launches.get(&(t.to_owned(), b.to_owned())).map(Vec::as_slice);
-    let recorded = outside::Expected { expectations: &expected.expectations, first_launch: &first_launch };
-    let dismissed = outside::confirm(&launcher, &graphs, request.flags, &recorded, suspects, ranks.is_some())?;
-    if let Some(v) = expected.varied.iter().find(|v| request.bitwise && v.spread_of.is_none()) {
-        return Err(KitError::Varies {
-            template: v.template.clone(),
-            buffer: v.buffer.clone(),
-            distinct: v.distinct,
-            launches: v.launches,
-            nodes: v.nodes.iter().map(|(n, k)| format!("{n} ({k})")).collect::<Vec<_>>().join(", "),
-        });
-    }
-    if let Some(found) = drawing {
-        let drawn = random::with_draws(found, &launcher, &graphs, request.flags, &expected.expectations)?;
-        exporter.generators(vec![drawn]);
-    }
+    let weights = launcher.weights(exporter.manifest())?;
+    // The snapshot is written on a thread of its own while the templates launch here: it
+    // reads the writable buffers from the launcher's copies of them as loaded, and the
+    // weights from the arena, which no launch may change (checked after).
+    let (written, computed) = peaks.measure("snapshot-and-expectations", || {
+        let (stop, reads, held, writing) =
+            (AtomicBool::new(false), ctx.lend_reads(), launcher.held_at(), plan.writing());
+        std::thread::scope(|s| {
+            let snapshot = s.spawn(|| writing.write(&reads, &held, &stop));
+            let computed = compute(&launcher, &exporter, &graphs, &request, &declared, suspects)
+                .and_then(|c| launcher.weights_unchanged(&weights).map(|()| c));
+            stop.store(computed.is_err(), Ordering::Relaxed);
+            (snapshot.join().expect("the snapshot's thread does not panic"), computed)
+        })
+    });
+    let Computed { expected, dismissed, drawn } = computed?;
+    let snapshot = exporter.stored(plan, written?);
+    exporter.generators(drawn.into_iter().collect());
     expected.expectations.into_iter().for_each(|e| exporter.expect(e));
     let expectations_s = computing.elapsed().as_secs_f64();
     exporter.producer_seconds(request.producer_seconds);
@@ -314,6 +306,53 @@ pub fn export(
         export_s: started.elapsed().as_secs_f64(),
         peak_host_rss_bytes,
     })
+}
+
+/// What the launches found: the expectations, the suspects outside the arena dismissed,
+/// and the draws of a template that draws random numbers.
+struct Computed {
+    expected: Expected,
+    dismissed: Vec<Suspect>,
+    drawn: Option<Generator>,
+}
+
+/// Every template launched from the loaded state: its draws found (a template whose draws
+/// cannot be replayed is refused first), its expectations, the suspects confirmed or
+/// dismissed, a bitwise export's variation refused, and its draws recorded.
+fn compute(
+    launcher: &Launcher,
+    exporter: &Exporter,
+    graphs: &[(String, RetainedGraph)],
+    request: &Request,
+    declared: &Declared,
+    suspects: Vec<Suspect>,
+) -> Result<Computed, KitError> {
+    let ranks = request.ranks.map(|set| &set.ranks);
+    let drawing = random::find(exporter.manifest(), |at| launcher.read_word(at), &request.generator)?;
+    if drawing.is_some() && ranks.is_some() {
+        return Err(KitError::Draws(
+            "a rank of a set draws random numbers: its launches wait for its peers', and the kit records draws alone"
+                .into(),
+        ));
+    }
+    let expected = expectations(launcher, exporter, graphs, request.flags, declared, request.launching, ranks)?;
+    let first_launch = |t: &str, b: &str| expected.first_launches.get(&(t.to_owned(), b.to_owned())).map(Vec::as_slice);
+    let recorded = outside::Expected { expectations: &expected.expectations, first_launch: &first_launch };
+    let dismissed = outside::confirm(launcher, graphs, request.flags, &recorded, suspects, ranks.is_some())?;
+    if let Some(v) = expected.varied.iter().find(|v| request.bitwise && v.spread_of.is_none()) {
+        return Err(KitError::Varies {
+            template: v.template.clone(),
+            buffer: v.buffer.clone(),
+            distinct: v.distinct,
+            launches: v.launches,
+            nodes: v.nodes.iter().map(|(n, k)| format!("{n} ({k})")).collect::<Vec<_>>().join(", "),
+        });
+    }
+    let drawn = match drawing {
+        Some(found) => Some(random::with_draws(found, launcher, graphs, request.flags, &expected.expectations)?),
+        None => None,
+    };
+    Ok(Computed { expected, dismissed, drawn })
 }
 
 /// Each kernel node's module, and the functions each module must list.

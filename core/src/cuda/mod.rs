@@ -325,6 +325,32 @@ impl Context {
     pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
         self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
     }
+
+    /// Lends this context's reads to another thread ([`LentReads`]).
+    pub fn lend_reads(&self) -> LentReads<'_> {
+        LentReads { ctx: self.raw() as usize, _lent: Default::default() }
+    }
+}
+
+/// The context lent, as a raw handle, to one other thread that copies device memory to
+/// the host: an export's snapshot, while the owning thread launches the templates. Like
+/// [`LentStream`], what a worker thread holds instead of a CUDA type, for no longer than
+/// the borrow.
+pub struct LentReads<'a> {
+    ctx: usize,
+    _lent: std::marker::PhantomData<&'a ()>,
+}
+
+impl LentReads<'_> {
+    /// As [`Context::read_into`], on the calling thread (the lender's context made current
+    /// on it first).
+    ///
+    /// # Safety
+    /// As [`Context::read_into`].
+    pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        check("cuCtxSetCurrent", sys::cuCtxSetCurrent(self.ctx as sys::CUcontext))?;
+        check("cuMemcpyDtoH", sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
+    }
 }
 
 /// Vectors of fewer bytes than this are made on the calling thread.

@@ -219,6 +219,13 @@ impl LoadedState {
         }
     }
 
+    /// Where the state as loaded lies while launches change the arena ([`HeldAt`]).
+    pub fn held_at(&self) -> HeldAt<'_> {
+        let mut copies: Vec<_> = self.writable.iter().map(|(b, copy)| (b.offset, b.size, copy.ptr())).collect();
+        copies.sort_unstable_by_key(|&(offset, ..)| offset);
+        HeldAt { base: self.base, copies, _state: Default::default() }
+    }
+
     /// A check that sums a checksum of every writable buffer on the device: whether two
     /// launches left the same state, without reading it back. Its sums come in the order
     /// [`Scope::Only`] counts the writable buffers in.
@@ -253,9 +260,71 @@ impl LoadedState {
     }
 }
 
+/// Where each byte of the arena as loaded lies on the device, as plain addresses: a
+/// writable buffer's in its copy, every other byte in the arena. The kit's snapshot reads
+/// the loaded state through this on a thread of its own while the templates' launches
+/// change the arena's writable buffers; weights no launch may change.
+#[derive(Clone, Debug)]
+pub struct HeldAt<'s> {
+    base: u64,
+    /// Each writable buffer's offset in the arena, size and copy's address, by offset.
+    copies: Vec<(u64, u64, u64)>,
+    /// Borrows the state whose copies it names (a plain borrow, so a thread may hold it).
+    _state: std::marker::PhantomData<&'s ()>,
+}
+
+impl HeldAt<'static> {
+    /// The arena at `base` holding everything itself: nothing launched since it was loaded.
+    pub fn arena(base: u64) -> Self {
+        Self { base, copies: Vec::new(), _state: Default::default() }
+    }
+}
+
+impl HeldAt<'_> {
+    /// The device ranges, as (address, length), that hold the arena's `offset..offset +
+    /// len` as loaded, in order.
+    pub fn ranges(&self, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let (mut at, end) = (offset, offset.saturating_add(len));
+        let mut out = Vec::new();
+        let first = self.copies.partition_point(|&(o, size, _)| o.saturating_add(size) <= at);
+        for &(o, size, copy) in self.copies[first..].iter().take_while(|&&(o, ..)| o < end) {
+            if at < o {
+                out.push((self.base + at, o - at));
+                at = o;
+            }
+            let to = o.saturating_add(size).min(end);
+            out.push((copy + (at - o), to - at));
+            at = to;
+        }
+        if at < end {
+            out.push((self.base + at, end - at));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Scope;
+    use super::{HeldAt, Scope};
+
+    /// A range over writable buffers is read from their copies, whole or in part, and
+    /// from the arena between and around them; an arena alone holds every range itself.
+    #[test]
+    fn the_loaded_state_is_read_from_the_copies_where_buffers_are_writable() {
+        let base = 0x7000_0000;
+        let held = HeldAt { base, copies: vec![(100, 100, 0x1000), (300, 50, 0x2000)], _state: Default::default() };
+        let arena = |o: u64, len: u64| (base + o, len);
+        assert_eq!(
+            held.ranges(50, 300),
+            [arena(50, 50), (0x1000, 100), arena(200, 100), (0x2000, 50)],
+            "before, through and between the copies"
+        );
+        assert_eq!(held.ranges(150, 20), [(0x1000 + 50, 20)], "inside one copy");
+        assert_eq!(held.ranges(200, 100), [arena(200, 100)], "between them, touching both");
+        assert_eq!(held.ranges(340, 20), [(0x2000 + 40, 10), arena(350, 10)], "out of the last");
+        assert_eq!(held.ranges(0, 0), []);
+        assert_eq!(HeldAt::arena(base).ranges(150, 20), [arena(150, 20)]);
+    }
 
     /// A template's resets put back what its first launch changed; a later launch that
     /// changed anything else strays, one that changed less does not.

@@ -28,7 +28,7 @@ use bytesize::ByteSize;
 
 pub use checksum::{Checksummer, RangeCheck};
 pub use floors::{driver_us_per_node, drop_shards_from_cache, shards_cached_fraction, Floors};
-pub use loaded::{LoadedState, Scope, Scoping};
+pub use loaded::{HeldAt, LoadedState, Scope, Scoping};
 pub use outputs::{BlankOutput, OutputTraffic};
 pub use ranks::{map_own_range, RankLink, Ranks, MEETING_LIMIT};
 pub use rebuild::Functions;
@@ -710,15 +710,17 @@ fn with_peers(ranks: Option<&ranks::Ranks>, stream: &Stream, stages: &mut Stages
     stages.time(Stage::RankSync, || ranks.sync_after(stream))
 }
 
-/// The weights as loaded, by a checksum of each, and the check that sums them again.
-struct Weights<'c> {
+/// The weights as loaded, by a checksum of each, and the check that sums them again: no
+/// launch may change them (`weights-unchanged`; the kit refuses an export whose launches
+/// did, since its snapshot reads the weights while they launch).
+pub struct Weights<'c> {
     buffers: Vec<&'c Buffer>,
     check: checksum::RangeCheck<'c>,
     loaded: Vec<u64>,
 }
 
 impl<'c> Weights<'c> {
-    fn loaded(
+    pub fn loaded(
         m: &'c Manifest,
         arena: &LoadedState,
         checksummer: &'c checksum::Checksummer,
@@ -733,9 +735,14 @@ impl<'c> Weights<'c> {
     }
 
     /// The positions of the weights whose checksum differs from the loaded one.
-    fn changed(&self, stream: &Stream) -> Result<Vec<usize>, ReplayError> {
+    pub fn changed(&self, stream: &Stream) -> Result<Vec<usize>, ReplayError> {
         let now = self.check.run(stream)?;
         Ok((0..self.loaded.len()).filter(|&i| self.loaded[i] != now[i]).collect())
+    }
+
+    /// The name of the weight at position `i`.
+    pub fn name(&self, i: usize) -> Option<&str> {
+        self.buffers.get(i).map(|b| b.name.as_str())
     }
 
     /// Which template wrote a `changed` weight: each is launched alone, from the loaded
