@@ -183,7 +183,7 @@ impl Exporter {
             shard.chunks = Some(chunks);
             self.manifest.shards.push(shard);
         }
-        let seconds = plan.started.elapsed().as_secs_f64();
+        let seconds = written.ended.duration_since(plan.started).as_secs_f64();
         Snapshot { stored_bytes: plan.stored, seconds, zero_check_s: plan.zero_check_s, stages: written.stages }
     }
 
@@ -401,10 +401,12 @@ pub struct SnapshotWriting<'p> {
     staging: Staging<'p>,
 }
 
-/// The chunks' digests of each shard written, and where the writing's time went.
+/// The chunks' digests of each shard written, where the writing's time went, and when it
+/// ended (the snapshot's seconds end there, not where the thread beside it waited).
 pub struct ShardsWritten {
     chunks: Vec<Chunks>,
     stages: WriteStages,
+    ended: Instant,
 }
 
 impl SnapshotWriting<'_> {
@@ -431,7 +433,7 @@ impl SnapshotWriting<'_> {
         };
         let (chunks, stages) = write_shards(files, staging, fill, |n| progress.advance(n))?;
         progress.finish();
-        Ok(ShardsWritten { chunks, stages })
+        Ok(ShardsWritten { chunks, stages, ended: Instant::now() })
     }
 }
 

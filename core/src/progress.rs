@@ -8,18 +8,25 @@
 
 use std::{
     io::{IsTerminal, Write},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        LazyLock,
+    },
     time::{Duration, Instant},
 };
 
 use bytesize::ByteSize;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 /// A stage that ends sooner says nothing; a longer one says a plain line this often.
 const FIRST: Duration = Duration::from_secs(2);
 const EVERY: Duration = Duration::from_secs(5);
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Every bar drawn, each on a line of its own: the kit's snapshot and its launches run at
+/// once, and two bars drawn alone would overwrite each other.
+static BARS: LazyLock<MultiProgress> = LazyLock::new(MultiProgress::new);
 
 /// Names the file a child process appends its plain lines to, for its runner to relay.
 pub const RELAY_FILE_ENV: &str = "GNOMON_PROGRESS_FILE";
@@ -100,6 +107,7 @@ impl Progress {
         match self.shown {
             Shown::Bar(bar) => {
                 bar.finish_and_clear();
+                BARS.remove(&bar);
                 Lines::new(plain_out()).end(&said, elapsed);
             }
             Shown::Lines(mut lines) => lines.end(&said, elapsed),
@@ -118,7 +126,7 @@ impl Progress {
         };
         let template = format!("gnomon: {{prefix}} [{{bar:30}}] {counted}, about {{eta}} left");
         let style = ProgressStyle::with_template(&template).expect("the template is valid").progress_chars("=> ");
-        let bar = ProgressBar::new(self.total).with_style(style).with_prefix(self.stage);
+        let bar = BARS.add(ProgressBar::new(self.total).with_style(style).with_prefix(self.stage));
         bar.set_position(self.done);
         bar
     }

@@ -156,7 +156,9 @@ pub struct Exported {
     /// Where the export's time went, stage by stage: reading the graphs, their kernels'
     /// images and writing the modules; the snapshot (its `zero` buffers checked, then
     /// copied, digested and written, each stage's busy seconds summed over its threads);
-    /// the expectations' launches; validating and writing the manifest.
+    /// the expectations' launches; validating and writing the manifest. The snapshot is
+    /// written while the launches run, so `snapshot_s` and `expectations_s` overlap: each
+    /// is its own work's wall time, from its start to its end.
     pub prepare_s: f64,
     pub snapshot_s: f64,
     pub zero_check_s: f64,
@@ -172,9 +174,10 @@ pub struct Exported {
     /// export that a kill or a power loss cannot leave half written.
     pub sync_s: f64,
     pub export_s: f64,
-    /// Host memory at its peak in the snapshot, the expectations and the finish, and over
-    /// the whole process (`whole`), in bytes: where the kernel resets the mark, each stage
-    /// is measured alone.
+    /// Host memory at its peak in the snapshot and the expectations (one stage, since they
+    /// run at once: `snapshot-and-expectations`) and the finish, and over the whole
+    /// process (`whole`), in bytes: where the kernel resets the mark, each stage is
+    /// measured alone.
     pub peak_host_rss_bytes: BTreeMap<&'static str, u64>,
 }
 
@@ -259,17 +262,19 @@ pub fn export(
             (AtomicBool::new(false), ctx.lend_reads(), launcher.held_at(), plan.writing());
         std::thread::scope(|s| {
             let snapshot = s.spawn(|| writing.write(&reads, &held, &stop));
+            let stopping = StopOnDrop(&stop); // a panic here stops the snapshot too
             let computed = compute(&launcher, &exporter, &graphs, &request, &declared, suspects)
-                .and_then(|c| launcher.weights_unchanged(&weights).map(|()| c));
+                .and_then(|c| launcher.weights_unchanged(&weights).map(|()| c))
+                .map(|c| (c, computing.elapsed().as_secs_f64()));
             stop.store(computed.is_err(), Ordering::Relaxed);
+            std::mem::forget(stopping);
             (snapshot.join().expect("the snapshot's thread does not panic"), computed)
         })
     });
-    let Computed { expected, dismissed, drawn } = computed?;
+    let (Computed { expected, dismissed, drawn }, expectations_s) = computed?;
     let snapshot = exporter.stored(plan, written?);
     exporter.generators(drawn.into_iter().collect());
     expected.expectations.into_iter().for_each(|e| exporter.expect(e));
-    let expectations_s = computing.elapsed().as_secs_f64();
     exporter.producer_seconds(request.producer_seconds);
     exporter.producer_seconds([("export-s".to_owned(), started.elapsed().as_secs_f64())]);
     let finishing = Instant::now();
@@ -306,6 +311,16 @@ pub fn export(
         export_s: started.elapsed().as_secs_f64(),
         peak_host_rss_bytes,
     })
+}
+
+/// Sets its flag when dropped: a panic of the launches stops the snapshot beside them
+/// (forgotten where they returned).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What the launches found: the expectations, the suspects outside the arena dismissed,

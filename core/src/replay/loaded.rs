@@ -293,6 +293,9 @@ impl HeldAt<'_> {
                 at = o;
             }
             let to = o.saturating_add(size).min(end);
+            if to <= at {
+                continue; // inside a copy already taken: buffers do not overlap in a valid core
+            }
             out.push((copy + (at - o), to - at));
             at = to;
         }
@@ -323,6 +326,8 @@ mod tests {
         assert_eq!(held.ranges(200, 100), [arena(200, 100)], "between them, touching both");
         assert_eq!(held.ranges(340, 20), [(0x2000 + 40, 10), arena(350, 10)], "out of the last");
         assert_eq!(held.ranges(0, 0), []);
+        let nested = HeldAt { base, copies: vec![(0, 100, 0x1000), (10, 20, 0x2000)], _state: Default::default() };
+        assert_eq!(nested.ranges(0, 50), [(0x1000, 50)], "a copy inside one taken adds nothing");
         assert_eq!(HeldAt::arena(base).ranges(150, 20), [arena(150, 20)]);
     }
 
