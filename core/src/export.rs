@@ -419,22 +419,33 @@ impl SnapshotWriting<'_> {
             if stop.load(Ordering::Relaxed) {
                 return Err(ExportError::Abandoned);
             }
-            let mut filled = 0;
-            for (offset, len) in pieces(&ranges[file], at, slot.len() as u64) {
-                for (src, len) in held.ranges(offset, len) {
-                    let into = &mut slot[filled..filled + len as usize];
-                    // SAFETY: the range lies inside the arena, which the exporter's caller
-                    // keeps mapped, or in a writable buffer's copy, which `held` borrows.
-                    unsafe { reads.read_into(src, into) }?;
-                    filled += len as usize;
-                }
-            }
-            Ok::<_, ExportError>(())
+            // SAFETY: each range lies inside the arena, which the exporter's caller keeps
+            // mapped, or in a writable buffer's copy, which `held` borrows.
+            fill_slot(&ranges[file], held, at, slot, |src, into| Ok(unsafe { reads.read_into(src, into) }?))
         };
         let (chunks, stages) = write_shards(files, staging, fill, |n| progress.advance(n))?;
         progress.finish();
         Ok(ShardsWritten { chunks, stages, ended: Instant::now() })
     }
+}
+
+/// Fills `slot` with the bytes at `at` of a shard file that holds the arena's `ranges` one
+/// after another, each read by `read` from where `held` says it lies as loaded.
+fn fill_slot(
+    ranges: &[std::ops::Range<u64>],
+    held: &HeldAt,
+    at: u64,
+    slot: &mut [u8],
+    mut read: impl FnMut(u64, &mut [u8]) -> Result<(), ExportError>,
+) -> Result<(), ExportError> {
+    let mut filled = 0;
+    for (offset, len) in pieces(ranges, at, slot.len() as u64) {
+        for (src, len) in held.ranges(offset, len) {
+            read(src, &mut slot[filled..filled + len as usize])?;
+            filled += len as usize;
+        }
+    }
+    Ok(())
 }
 
 /// The `(arena offset, length)` pieces behind `len` bytes at `at` of a file that holds
@@ -455,4 +466,35 @@ fn pieces(ranges: &[std::ops::Range<u64>], mut at: u64, mut len: u64) -> Vec<(u6
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot of a shard file holding two stored ranges, read where the loaded state lies:
+    /// each byte is the one at its arena offset, from the arena or from a writable
+    /// buffer's copy, in order across both ranges.
+    #[test]
+    fn a_slot_holds_the_stored_ranges_as_loaded_in_order() {
+        let base = 1 << 20;
+        // Arena bytes are their offset's low byte; a copy's bytes that plus 100.
+        let copy_of = |offset: u64| (1 << 30) + offset;
+        let held = HeldAt::with_copies(base, vec![(250, 20, copy_of(250))]);
+        let read = |src: u64, into: &mut [u8]| {
+            let (offset, plus) = match src >= 1 << 30 {
+                true => (src - (1 << 30), 100u8),
+                false => (src - base, 0),
+            };
+            into.iter_mut().zip(offset..).for_each(|(b, o)| *b = (o as u8).wrapping_add(plus));
+            Ok(())
+        };
+        let mut slot = [0u8; 120];
+        fill_slot(&[0..100, 200..300], &held, 40, &mut slot, read).unwrap();
+        let expected: Vec<u8> = (40..100)
+            .chain(200..260)
+            .map(|o: u64| (o as u8).wrapping_add(if (250..270).contains(&o) { 100 } else { 0 }))
+            .collect();
+        assert_eq!(slot.as_slice(), expected.as_slice());
+    }
 }

@@ -221,9 +221,7 @@ impl LoadedState {
 
     /// Where the state as loaded lies while launches change the arena ([`HeldAt`]).
     pub fn held_at(&self) -> HeldAt<'_> {
-        let mut copies: Vec<_> = self.writable.iter().map(|(b, copy)| (b.offset, b.size, copy.ptr())).collect();
-        copies.sort_unstable_by_key(|&(offset, ..)| offset);
-        HeldAt { base: self.base, copies, _state: Default::default() }
+        HeldAt::with_copies(self.base, self.writable.iter().map(|(b, copy)| (b.offset, b.size, copy.ptr())).collect())
     }
 
     /// A check that sums a checksum of every writable buffer on the device: whether two
@@ -276,11 +274,18 @@ pub struct HeldAt<'s> {
 impl HeldAt<'static> {
     /// The arena at `base` holding everything itself: nothing launched since it was loaded.
     pub fn arena(base: u64) -> Self {
-        Self { base, copies: Vec::new(), _state: Default::default() }
+        Self::with_copies(base, Vec::new())
     }
 }
 
 impl HeldAt<'_> {
+    /// The arena at `base` with `copies` as (offset, size, copy's address); tests give
+    /// made-up addresses, since nothing here reads the device.
+    pub(crate) fn with_copies(base: u64, mut copies: Vec<(u64, u64, u64)>) -> Self {
+        copies.sort_unstable_by_key(|&(offset, ..)| offset);
+        Self { base, copies, _state: Default::default() }
+    }
+
     /// The device ranges, as (address, length), that hold the arena's `offset..offset +
     /// len` as loaded, in order.
     pub fn ranges(&self, offset: u64, len: u64) -> Vec<(u64, u64)> {
@@ -315,7 +320,7 @@ mod tests {
     #[test]
     fn the_loaded_state_is_read_from_the_copies_where_buffers_are_writable() {
         let base = 0x7000_0000;
-        let held = HeldAt { base, copies: vec![(100, 100, 0x1000), (300, 50, 0x2000)], _state: Default::default() };
+        let held = HeldAt::with_copies(base, vec![(300, 50, 0x2000), (100, 100, 0x1000)]);
         let arena = |o: u64, len: u64| (base + o, len);
         assert_eq!(
             held.ranges(50, 300),
@@ -326,7 +331,7 @@ mod tests {
         assert_eq!(held.ranges(200, 100), [arena(200, 100)], "between them, touching both");
         assert_eq!(held.ranges(340, 20), [(0x2000 + 40, 10), arena(350, 10)], "out of the last");
         assert_eq!(held.ranges(0, 0), []);
-        let nested = HeldAt { base, copies: vec![(0, 100, 0x1000), (10, 20, 0x2000)], _state: Default::default() };
+        let nested = HeldAt::with_copies(base, vec![(0, 100, 0x1000), (10, 20, 0x2000)]);
         assert_eq!(nested.ranges(0, 50), [(0x1000, 50)], "a copy inside one taken adds nothing");
         assert_eq!(HeldAt::arena(base).ranges(150, 20), [arena(150, 20)]);
     }
