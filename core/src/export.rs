@@ -411,7 +411,8 @@ pub struct ShardsWritten {
 
 impl SnapshotWriting<'_> {
     /// Writes every shard, reading the arena as loaded where `held` says it lies; gives
-    /// up, between two slots, once `stop` is set (the work beside it failed).
+    /// up, between two slots, once `stop` is set (the work beside it failed), and sets it
+    /// when it fails itself.
     pub fn write(self, reads: &LentReads, held: &HeldAt, stop: &AtomicBool) -> Result<ShardsWritten, ExportError> {
         let Self { files, ranges, stored, staging } = self;
         let mut progress = Progress::start("export: snapshot", Unit::Bytes, stored);
@@ -423,7 +424,8 @@ impl SnapshotWriting<'_> {
             // mapped, or in a writable buffer's copy, which `held` borrows.
             fill_slot(&ranges[file], held, at, slot, |src, into| Ok(unsafe { reads.read_into(src, into) }?))
         };
-        let (chunks, stages) = write_shards(files, staging, fill, |n| progress.advance(n))?;
+        let (chunks, stages) = write_shards(files, staging, fill, |n| progress.advance(n))
+            .inspect_err(|_| stop.store(true, Ordering::Relaxed))?;
         progress.finish();
         Ok(ShardsWritten { chunks, stages, ended: Instant::now() })
     }

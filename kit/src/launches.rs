@@ -10,7 +10,10 @@
 //! launches are timed too (replay's [`time_launches`]): what a restored template's speed
 //! is held to.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use gnomon_format::{
     digest::sha256_each,
@@ -20,6 +23,7 @@ use gnomon_format::{
 
 use gnomon_core::{
     cuda::{Context, GraphExec, RetainedGraph, Stream},
+    errors::ExportError,
     export::Exporter,
     progress::{Progress, Unit},
     replay::{
@@ -234,6 +238,9 @@ pub struct Launcher {
     stream: Stream,
     checksummer: Checksummer,
     scoping: Scoping,
+    /// Set when the snapshot written beside the launches failed, or they did: each side
+    /// gives up at its next step.
+    given_up: AtomicBool,
 }
 
 impl Launcher {
@@ -244,7 +251,12 @@ impl Launcher {
         state.fill_unstored(POISON)?;
         let (stream, checksummer) = (ctx.stream()?, Checksummer::new(ctx)?);
         let scoping = Scoping::new(&state, &checksummer, &stream)?;
-        Ok(Self { ctx: ctx.clone(), state, stream, checksummer, scoping })
+        Ok(Self { ctx: ctx.clone(), state, stream, checksummer, scoping, given_up: AtomicBool::new(false) })
+    }
+
+    /// The flag the launches and the snapshot beside them set when they fail.
+    pub fn given_up(&self) -> &AtomicBool {
+        &self.given_up
     }
 
     pub fn context(&self) -> &Context {
@@ -345,6 +357,9 @@ pub fn expectations(
     let mut executable_bytes = 0;
     let mut progress = Progress::start("export: launches", Unit::Items("templates"), graphs.len() as u64);
     for (name, graph) in graphs {
+        if launcher.given_up.load(Ordering::Relaxed) {
+            return Err(ExportError::Abandoned.into());
+        }
         let exec = timed(&mut stages.instantiate_s, || instantiated(launcher, graph, flags))?;
         executable_bytes = executable_bytes.max(free_before.saturating_sub(launcher.ctx.memory()?.0));
         let compared: Vec<&Compared> = declared.compared_after(name).collect();

@@ -17,6 +17,7 @@ use gnomon_format::{
 
 use gnomon_core::{
     cuda::{driver_version, ArenaMapping, Context, Function, NodeInfo, NodeKind, RetainedGraph},
+    errors::ExportError,
     export::{Exporter, ModuleImage},
     record::{image_of, images_by_entries, provenance, Heard, ImageRecorder, LoadedImage},
     replay::{RankLink, Ranks},
@@ -258,21 +259,22 @@ pub fn export(
     // reads the writable buffers from the launcher's copies of them as loaded, and the
     // weights from the arena, which no launch may change (checked after).
     let (written, computed) = peaks.measure("snapshot-and-expectations", || {
-        let (stop, reads, held, writing) =
-            (AtomicBool::new(false), ctx.lend_reads(), launcher.held_at(), plan.writing());
+        let (stop, reads, held, writing) = (launcher.given_up(), ctx.lend_reads(), launcher.held_at(), plan.writing());
         std::thread::scope(|s| {
-            let snapshot = s.spawn(|| writing.write(&reads, &held, &stop));
-            let stopping = StopOnDrop(&stop); // a panic here stops the snapshot too
+            let snapshot = s.spawn(|| writing.write(&reads, &held, stop));
+            let stopping = StopOnDrop(stop); // a panic here stops the snapshot too
             let computed = compute(&launcher, &exporter, &graphs, &request, &declared, suspects)
                 .and_then(|c| launcher.weights_unchanged(&weights).map(|()| c))
                 .map(|c| (c, computing.elapsed().as_secs_f64()));
-            stop.store(computed.is_err(), Ordering::Relaxed);
+            if computed.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
             std::mem::forget(stopping);
             (snapshot.join().expect("the snapshot's thread does not panic"), computed)
         })
     });
-    let (Computed { expected, dismissed, drawn }, expectations_s) = computed?;
-    let snapshot = exporter.stored(plan, written?);
+    let ((Computed { expected, dismissed, drawn }, expectations_s), written) = first_failure(computed, written)?;
+    let snapshot = exporter.stored(plan, written);
     exporter.generators(drawn.into_iter().collect());
     expected.expectations.into_iter().for_each(|e| exporter.expect(e));
     exporter.producer_seconds(request.producer_seconds);
@@ -311,6 +313,15 @@ pub fn export(
         export_s: started.elapsed().as_secs_f64(),
         peak_host_rss_bytes,
     })
+}
+
+/// Both sides' results, or the failure of the side that failed first: the other gave up
+/// (`Abandoned`), and the launches' failure comes first where both failed by themselves.
+fn first_failure<C, W>(computed: Result<C, KitError>, written: Result<W, ExportError>) -> Result<(C, W), KitError> {
+    match (computed, written) {
+        (Err(KitError::Export(ExportError::Abandoned)), Err(e)) => Err(e.into()),
+        (computed, written) => Ok((computed?, written?)),
+    }
 }
 
 /// Sets its flag when dropped: a panic of the launches stops the snapshot beside them
@@ -471,6 +482,22 @@ fn image_kind(image: &LoadedImage) -> Result<ModuleKind, KitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the snapshot and the launches beside it fail, the side that failed says why,
+    /// not the one that gave up after it.
+    #[test]
+    fn the_side_that_failed_first_says_why() {
+        let abandoned = || Err(ExportError::Abandoned);
+        let said = |r: Result<((), ()), KitError>| r.map_err(|e| e.to_string());
+        let full = || Err::<(), _>(ExportError::NotZero { buffer: "kv".into() });
+        let launches_gave_up = || Err::<(), _>(KitError::Export(ExportError::Abandoned));
+        assert_eq!(said(first_failure(launches_gave_up(), full())), Err(full().unwrap_err().to_string()));
+        let varied = || Err::<(), _>(KitError::NoOutputs("b1".into()));
+        assert_eq!(said(first_failure(varied(), abandoned())), Err(varied().unwrap_err().to_string()));
+        assert_eq!(said(first_failure(varied(), full())), Err(varied().unwrap_err().to_string()));
+        assert_eq!(said(first_failure(Ok(()), full())), Err(full().unwrap_err().to_string()));
+        assert_eq!(said(first_failure(Ok(()), Ok(()))), Ok(((), ())));
+    }
 
     fn image(bytes: &[u8]) -> LoadedImage {
         let sha256 = gnomon_format::hash_hex(bytes).unwrap();
