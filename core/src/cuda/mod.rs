@@ -323,7 +323,7 @@ impl Context {
     /// # Safety
     /// `src..src + dst.len()` must be device memory mapped in this context.
     pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
-        self.call("cuMemcpyDtoH", || sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
+        self.call("cuMemcpyDtoH", || read_raw(src, dst))
     }
 
     /// Lends this context's reads to another thread ([`LentReads`]).
@@ -349,8 +349,17 @@ impl LentReads<'_> {
     /// As [`Context::read_into`].
     pub unsafe fn read_into(&self, src: u64, dst: &mut [u8]) -> Result<()> {
         check("cuCtxSetCurrent", sys::cuCtxSetCurrent(self.ctx as sys::CUcontext))?;
-        check("cuMemcpyDtoH", sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()))
+        check("cuMemcpyDtoH", read_raw(src, dst))
     }
+}
+
+/// The one device-to-host copy both [`Context::read_into`] and [`LentReads::read_into`]
+/// make, on the legacy default stream, returning when the bytes are in `dst`.
+///
+/// # Safety
+/// As [`Context::read_into`], with the context current on the calling thread.
+unsafe fn read_raw(src: u64, dst: &mut [u8]) -> sys::CUresult {
+    sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len())
 }
 
 /// Vectors of fewer bytes than this are made on the calling thread.
